@@ -1,0 +1,198 @@
+"""Answer validation and verifiable rewards, one registered scorer per task type.
+
+Each scorer first parses the model's answer (a parse failure is a format error the model sees and
+can fix) and then compares it to the ground truth:
+
+- ``mcq``: exact letter match;
+- ``tr``: temporal IoU between the union of predicted [start, end] intervals and the union of the
+  ground-truth intervals;
+- ``num`` / ``size``: mean relative accuracy (MRA, as in VSI-Bench) over thresholds 0.50..0.95;
+- ``ff``: free form, scored only by a configured judge; without one the reward is 0 and the
+  info says so (never silently).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class AnswerFormatError(ValueError):
+    """The answer does not match its task type's format."""
+
+
+SCORERS: dict[str, type[Scorer]] = {}
+
+
+def register_scorer(task_type: str) -> Callable[[type[Scorer]], type[Scorer]]:
+    def deco(cls: type[Scorer]) -> type[Scorer]:
+        SCORERS[task_type] = cls
+        return cls
+
+    return deco
+
+
+def get_scorer(task_type: str) -> Scorer:
+    if task_type not in SCORERS:
+        raise ValueError(f"unknown task type {task_type!r}; known: {', '.join(sorted(SCORERS))}")
+    return SCORERS[task_type]()
+
+
+class Scorer:
+    format_hint = ""
+
+    def parse(self, content: Any, choices: list[str] | None = None) -> Any:
+        return content
+
+    def score(self, prediction: Any, truth: Any, **context: Any) -> float:
+        raise NotImplementedError
+
+
+def letters(n: int) -> list[str]:
+    return [chr(ord("A") + i) for i in range(n)]
+
+
+_LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
+
+
+@register_scorer("mcq")
+class MCQScorer(Scorer):
+    format_hint = 'the letter of one option only, e.g. "B"'
+
+    def parse(self, content: Any, choices: list[str] | None = None) -> str:
+        m = _LETTER.match(str(content).strip())
+        if not m:
+            raise AnswerFormatError(f"answer with one option letter only (e.g. \"B\"), not {str(content)[:40]!r}")
+        letter = m.group(1).upper()
+        if choices is not None and letter not in letters(len(choices)):
+            raise AnswerFormatError(f"{letter!r} is not an option; options are {', '.join(letters(len(choices)))}")
+        return letter
+
+    def score(self, prediction: str, truth: Any, **context: Any) -> float:
+        return float(prediction == str(truth).strip().upper())
+
+
+def _as_intervals(value: Any) -> list[tuple[float, float]]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise AnswerFormatError(f"intervals must be JSON like [[10.5, 20.0]]: {exc.msg}") from exc
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int | float) for x in value):
+        value = [value]
+    if not isinstance(value, list) or not value:
+        raise AnswerFormatError("give a non-empty list of [start, end] pairs, e.g. [[10.5, 20.0]]")
+    out = []
+    for pair in value:
+        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, int | float) for x in pair)):
+            raise AnswerFormatError(f"each interval must be a [start, end] pair of numbers, got {pair!r}")
+        a, b = float(pair[0]), float(pair[1])
+        if not (math.isfinite(a) and math.isfinite(b)) or b < a:
+            raise AnswerFormatError(f"interval {pair!r} must have finite start <= end")
+        out.append((a, b))
+    return out
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    total, cur_a, cur_b = 0.0, None, None
+    for a, b in sorted(intervals):
+        if cur_b is None or a > cur_b:
+            if cur_b is not None:
+                total += cur_b - cur_a
+            cur_a, cur_b = a, b
+        else:
+            cur_b = max(cur_b, b)
+    if cur_b is not None:
+        total += cur_b - cur_a
+    return total
+
+
+def temporal_iou(pred: list[tuple[float, float]], truth: list[tuple[float, float]]) -> float:
+    """IoU of two unions of intervals: |P ∩ G| / |P ∪ G| (0 when both are empty points)."""
+    inter = sum(max(0.0, min(b, d) - max(a, c)) for a, b in _merge(pred) for c, d in _merge(truth))
+    union = union_length(pred + truth)
+    return inter / union if union > 0 else 0.0
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+@register_scorer("tr")
+class TRScorer(Scorer):
+    format_hint = "a JSON array of [start, end] pairs in seconds, e.g. [[10.5, 20.0], [35.0, 40.0]]"
+
+    def parse(self, content: Any, choices: list[str] | None = None) -> list[tuple[float, float]]:
+        return _as_intervals(content)
+
+    def score(self, prediction: list[tuple[float, float]], truth: Any, **context: Any) -> float:
+        return temporal_iou(prediction, _as_intervals(truth))
+
+
+MRA_THRESHOLDS = np.arange(0.50, 0.951, 0.05)
+
+
+def mean_relative_accuracy(prediction: float, truth: float) -> float:
+    """Share of thresholds θ in 0.50..0.95 with relative error < 1 - θ (exact match needed when truth is 0)."""
+    if truth == 0:
+        return float(prediction == 0)
+    rel = abs(prediction - truth) / abs(truth)
+    return float(np.mean(rel < 1 - MRA_THRESHOLDS))
+
+
+def _as_number(content: Any) -> float:
+    if isinstance(content, bool):
+        raise AnswerFormatError("give a single number, e.g. \"10.3\"")
+    try:
+        value = float(str(content).strip())
+    except ValueError as exc:
+        raise AnswerFormatError(f"give a single number, e.g. \"10.3\", not {str(content)[:40]!r}") from exc
+    if not math.isfinite(value):
+        raise AnswerFormatError("the number must be finite")
+    return value
+
+
+@register_scorer("num")
+class NumScorer(Scorer):
+    format_hint = 'a single number, e.g. "10.3"'
+
+    def parse(self, content: Any, choices: list[str] | None = None) -> float:
+        return _as_number(content)
+
+    def score(self, prediction: float, truth: Any, **context: Any) -> float:
+        return mean_relative_accuracy(prediction, _as_number(truth))
+
+
+@register_scorer("size")
+class SizeScorer(NumScorer):
+    pass
+
+
+Judge = Callable[[str, str, str], float]  # (question, reference answer, prediction) -> score in [0, 1]
+
+
+@register_scorer("ff")
+class FreeFormScorer(Scorer):
+    format_hint = "a descriptive answer in plain text"
+
+    def parse(self, content: Any, choices: list[str] | None = None) -> str:
+        text = content if isinstance(content, str) else json.dumps(content)
+        if not text.strip():
+            raise AnswerFormatError("the answer is empty")
+        return text
+
+    def score(self, prediction: str, truth: Any, judge: Judge | None = None, question: str = "", **context: Any) -> float:
+        if judge is None:
+            return 0.0
+        return float(judge(question, str(truth), prediction))

@@ -1,0 +1,1 @@
+"""omniagent: active perception over long video and audio."""

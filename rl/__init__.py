@@ -1,0 +1,1 @@
+"""Training: agentic SFT data and TAURA reinforcement learning on verl."""
