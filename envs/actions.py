@@ -90,25 +90,37 @@ def parse_turn(text: str, strict: bool = True) -> Turn | FormatError:
     try:
         obj, end = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as exc:
-        return FormatError(code="format_not_json", message=f"Your output is not valid JSON: {exc.msg} at char {exc.pos}.")
+        return FormatError(
+            code="format_not_json", message=f"Your output is not valid JSON: {exc.msg} at char {exc.pos}."
+        )
     if body[end:].strip():
         return FormatError(
             code="format_trailing_text",
             message=f"There is text after the JSON object ({body[end:].strip()[:40]!r}...). Output only the object.",
         )
     if not isinstance(obj, dict):
-        return FormatError(code="format_not_object", message="The JSON must be an object with keys observation, thought, action.")
+        return FormatError(
+            code="format_not_object",
+            message="The JSON must be an object with keys observation, thought, action.",
+        )
     missing = [k for k in ("observation", "thought", "action") if k not in obj]
     if missing:
-        return FormatError(code="format_missing_key", message=f"The JSON object lacks the key(s): {', '.join(missing)}.")
+        return FormatError(
+            code="format_missing_key", message=f"The JSON object lacks the key(s): {', '.join(missing)}."
+        )
     extra = sorted(set(obj) - {"observation", "thought", "action"})
     if extra:
-        return FormatError(code="format_extra_key", message=f"Unexpected key(s): {', '.join(extra)}. Use only observation, thought, action.")
+        return FormatError(
+            code="format_extra_key",
+            message=f"Unexpected key(s): {', '.join(extra)}. Use only observation, thought, action.",
+        )
     if not isinstance(obj["observation"], str) or not isinstance(obj["thought"], str):
         return FormatError(code="format_bad_type", message="observation and thought must be strings.")
     act = obj["action"]
     if not isinstance(act, dict) or "type" not in act:
-        return FormatError(code="action_missing_type", message='action must be an object with a "type" field.')
+        return FormatError(
+            code="action_missing_type", message='action must be an object with a "type" field.'
+        )
     if act["type"] not in ACTION_TYPES:
         return FormatError(
             code="action_unknown",

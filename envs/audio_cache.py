@@ -41,7 +41,9 @@ def _extract_ffmpeg(src: str, dst: str, channels: int) -> None:
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
-        raise MediaError(src, f"audio track cannot be decoded: {proc.stderr.strip()[-300:]}", code="bad_audio")
+        raise MediaError(
+            src, f"audio track cannot be decoded: {proc.stderr.strip()[-300:]}", code="bad_audio"
+        )
 
 
 def _extract_pyav(src: str, dst: str) -> None:

@@ -118,7 +118,8 @@ class PyAVDecoder(VideoDecoder):
         self._cur = next(self._iter, None)
         if self._cur is None:
             raise MediaReadError(
-                f"no frame at or after {t:.2f}s in {self.path} (file truncated or damaged)", code="media_truncated"
+                f"no frame at or after {t:.2f}s in {self.path} (file truncated or damaged)",
+                code="media_truncated",
             )
 
     def _forward_to(self, t: float, plan: ReadPlan):  # type: ignore[no-untyped-def]

@@ -94,7 +94,13 @@ class OmniVideoEnv(gym.Env):
         render_mode: str | None = None,
     ) -> None:
         self.limits = limits if isinstance(limits, EnvLimits) else EnvLimits(**(limits or {}))
-        self.defaults = {"media": media, "question": question, "task_type": task_type, "choices": choices, "answer": answer}
+        self.defaults = {
+            "media": media,
+            "question": question,
+            "task_type": task_type,
+            "choices": choices,
+            "answer": answer,
+        }
         self.judge = judge
         self.render_mode = render_mode
         self.observation_space = ChatSpace()
@@ -103,7 +109,9 @@ class OmniVideoEnv(gym.Env):
         self._messages: list[Message] = []
 
     # ------------------------------------------------------------------ reset
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[list[Message], dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[Message], dict[str, Any]]:
         super().reset(seed=seed)
         task = {**self.defaults, **(options or {})}
         if not task.get("media") or not task.get("question"):
@@ -119,7 +127,11 @@ class OmniVideoEnv(gym.Env):
         path = str(task["media"])
         if self._source is None or self._source.path != path:
             self.close()
-            cfg = MediaConfig(backend=self.limits.backend, max_side=self.limits.max_side, audio_cache_dir=self.limits.audio_cache_dir)
+            cfg = MediaConfig(
+                backend=self.limits.backend,
+                max_side=self.limits.max_side,
+                audio_cache_dir=self.limits.audio_cache_dir,
+            )
             self._source = MediaSource(path, cfg)  # raises MediaError for unusable files
         self.media = self._source.info
         self.scorer = get_scorer(task["task_type"])
@@ -129,7 +141,14 @@ class OmniVideoEnv(gym.Env):
         self.done = False
         self._percepts: list[dict[str, Any]] = []  # where each percept lives, for purging
         self._messages = [
-            {"role": "system", "content": [text_part(prompts.system_prompt(self.media, task["task_type"], self.limits, self.max_turns))]},
+            {
+                "role": "system",
+                "content": [
+                    text_part(
+                        prompts.system_prompt(self.media, task["task_type"], self.limits, self.max_turns)
+                    )
+                ],
+            },
             {
                 "role": "user",
                 "content": [
@@ -161,7 +180,13 @@ class OmniVideoEnv(gym.Env):
         self._purge()
         self._messages.append({"role": "assistant", "content": [text_part(action)]})
         parsed = parse_turn(action, strict=self.limits.strict_format)
-        info: dict[str, Any] = {"turn": self.turn, "error": None, "error_message": None, "timestamps": [], "notes": []}
+        info: dict[str, Any] = {
+            "turn": self.turn,
+            "error": None,
+            "error_message": None,
+            "timestamps": [],
+            "notes": [],
+        }
         info["parsed"] = parsed.model_dump() if isinstance(parsed, Turn) else None
         info["action_type"] = parsed.action.type if isinstance(parsed, Turn) else None
         reward, terminated = 0.0, False
@@ -182,7 +207,11 @@ class OmniVideoEnv(gym.Env):
             content.append(text_part("\n" + prompts.turn_notice(self.turn + 1, self.max_turns)))
         self._messages.append({"role": "user", "content": content})
         self.done = terminated or truncated
-        info.update(frames_used=self.frames_used, audio_seconds_used=round(self.audio_seconds_used, 3), max_turns=self.max_turns)
+        info.update(
+            frames_used=self.frames_used,
+            audio_seconds_used=round(self.audio_seconds_used, 3),
+            max_turns=self.max_turns,
+        )
         return self._observation(), reward, terminated, truncated, info
 
     def _error(self, info: dict[str, Any], code: str, message: str) -> list[dict[str, Any]]:
@@ -193,16 +222,24 @@ class OmniVideoEnv(gym.Env):
         try:
             prediction = self.scorer.parse(action.content, self.task.get("choices"))
         except AnswerFormatError as exc:
-            return 0.0, False, self._error(info, "answer_invalid", f"Your answer is not in the required format: {exc}.")
+            return (
+                0.0,
+                False,
+                self._error(info, "answer_invalid", f"Your answer is not in the required format: {exc}."),
+            )
         info["answer"] = prediction
         truth = self.task.get("answer")
-        info["reward_available"] = truth is not None and (self.task["task_type"] != "ff" or self.judge is not None)
+        info["reward_available"] = truth is not None and (
+            self.task["task_type"] != "ff" or self.judge is not None
+        )
         if truth is None:
             reward = 0.0
         else:
             reward = self.scorer.score(prediction, truth, judge=self.judge, question=self.task["question"])
         if not info["reward_available"]:
-            info["notes"].append("no ground truth" if truth is None else "free-form answer not scored: no judge configured")
+            info["notes"].append(
+                "no ground truth" if truth is None else "free-form answer not scored: no judge configured"
+            )
         return reward, True, [text_part(f"Answer recorded: {action.content}")]
 
     # ------------------------------------------------------------- percepts
@@ -213,7 +250,9 @@ class OmniVideoEnv(gym.Env):
             return None
         if start >= duration or end < 0:
             self._error_into(
-                info, "time_out_of_range", f"[{start:g}, {end:g}] lies outside the file, which spans 0 to {duration:.2f} s."
+                info,
+                "time_out_of_range",
+                f"[{start:g}, {end:g}] lies outside the file, which spans 0 to {duration:.2f} s.",
             )
             return None
         s, e = max(0.0, float(start)), min(duration, float(end))
@@ -243,7 +282,14 @@ class OmniVideoEnv(gym.Env):
         if info["notes"]:
             content.insert(0, text_part(prompts.adjusted_note(info["notes"]) + "\n"))
         self._percepts.append(
-            {"index": len(self._messages), "action": action.type, "start": start, "end": end, "times": info["timestamps"], "turn": self.turn}
+            {
+                "index": len(self._messages),
+                "action": action.type,
+                "start": start,
+                "end": end,
+                "times": info["timestamps"],
+                "turn": self.turn,
+            }
         )
         return content
 
@@ -263,7 +309,10 @@ class OmniVideoEnv(gym.Env):
         info["timestamps"] = times
         content = [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(frames)}):")]
         for f in frames:
-            content += [text_part(f"\nFrame at {f.time:.2f}s:"), {"type": "image", "image": f.image, "timestamp": f.time}]
+            content += [
+                text_part(f"\nFrame at {f.time:.2f}s:"),
+                {"type": "image", "image": f.image, "timestamp": f.time},
+            ]
         return content
 
     def _check_len(self, start: float, end: float, cap: float, what: str, info: dict[str, Any]) -> bool:
@@ -271,7 +320,11 @@ class OmniVideoEnv(gym.Env):
             self._error_into(info, "span_empty", f"the {what} span [{start:g}, {end:g}] has zero length.")
             return False
         if end - start > cap + 1e-6:
-            self._error_into(info, "span_too_long", f"a {what} may be at most {cap:g} s long; you asked for {end - start:.2f} s.")
+            self._error_into(
+                info,
+                "span_too_long",
+                f"a {what} may be at most {cap:g} s long; you asked for {end - start:.2f} s.",
+            )
             return False
         return True
 
@@ -297,7 +350,9 @@ class OmniVideoEnv(gym.Env):
         info["timestamps"] = times
         sound = "with its audio" if clip.audio is not None else "no audio track"
         return [
-            text_part(f"Clip {start:.2f}s-{end:.2f}s, {len(times)} frames at {prompts.fmt_times(times)}, {sound}:"),
+            text_part(
+                f"Clip {start:.2f}s-{end:.2f}s, {len(times)} frames at {prompts.fmt_times(times)}, {sound}:"
+            ),
             {
                 "type": "video",
                 "video": np.stack([f.image for f in clip.frames]),

@@ -90,7 +90,9 @@ def probe(path: str) -> MediaInfo:
                 audio_channels=(a.codec_context.channels or 1) if a is not None else 0,
             )
     except av.error.FFmpegError as exc:
-        raise MediaError(path, f"not readable as media ({exc.strerror or exc})", code="media_unreadable") from exc
+        raise MediaError(
+            path, f"not readable as media ({exc.strerror or exc})", code="media_unreadable"
+        ) from exc
 
 
 def output_size(width: int, height: int, max_side: int) -> tuple[int, int]:
@@ -151,7 +153,9 @@ class MediaSource:
             try:
                 self._audio = AudioTrack(self.path, self.info.audio_channels, self.config.audio_cache_dir)
             except MediaError as exc:
-                raise MediaReadError(f"the audio track cannot be decoded: {exc.reason}", code="bad_audio") from exc
+                raise MediaReadError(
+                    f"the audio track cannot be decoded: {exc.reason}", code="bad_audio"
+                ) from exc
         return self._audio
 
     def audio(self, start: float, end: float) -> np.ndarray:

@@ -73,7 +73,9 @@ def question_prompt(question: str, choices: list[str] | None, info: MediaInfo) -
         facts.append("no video stream (audio only)")
     text = f"Media: {', '.join(facts)}.\nQuestion: {question}"
     if choices:
-        text += "\nOptions:\n" + "\n".join(f"{letter}. {c}" for letter, c in zip(letters(len(choices)), choices, strict=True))
+        text += "\nOptions:\n" + "\n".join(
+            f"{letter}. {c}" for letter, c in zip(letters(len(choices)), choices, strict=True)
+        )
     return text
 
 

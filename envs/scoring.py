@@ -67,10 +67,14 @@ class MCQScorer(Scorer):
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
         m = _LETTER.match(str(content).strip())
         if not m:
-            raise AnswerFormatError(f"answer with one option letter only (e.g. \"B\"), not {str(content)[:40]!r}")
+            raise AnswerFormatError(
+                f'answer with one option letter only (e.g. "B"), not {str(content)[:40]!r}'
+            )
         letter = m.group(1).upper()
         if choices is not None and letter not in letters(len(choices)):
-            raise AnswerFormatError(f"{letter!r} is not an option; options are {', '.join(letters(len(choices)))}")
+            raise AnswerFormatError(
+                f"{letter!r} is not an option; options are {', '.join(letters(len(choices)))}"
+            )
         return letter
 
     def score(self, prediction: str, truth: Any, **context: Any) -> float:
@@ -89,7 +93,11 @@ def _as_intervals(value: Any) -> list[tuple[float, float]]:
         raise AnswerFormatError("give a non-empty list of [start, end] pairs, e.g. [[10.5, 20.0]]")
     out = []
     for pair in value:
-        if not (isinstance(pair, list | tuple) and len(pair) == 2 and all(isinstance(x, int | float) for x in pair)):
+        if not (
+            isinstance(pair, list | tuple)
+            and len(pair) == 2
+            and all(isinstance(x, int | float) for x in pair)
+        ):
             raise AnswerFormatError(f"each interval must be a [start, end] pair of numbers, got {pair!r}")
         a, b = float(pair[0]), float(pair[1])
         if not (math.isfinite(a) and math.isfinite(b)) or b < a:
@@ -153,11 +161,11 @@ def mean_relative_accuracy(prediction: float, truth: float) -> float:
 
 def _as_number(content: Any) -> float:
     if isinstance(content, bool):
-        raise AnswerFormatError("give a single number, e.g. \"10.3\"")
+        raise AnswerFormatError('give a single number, e.g. "10.3"')
     try:
         value = float(str(content).strip())
     except ValueError as exc:
-        raise AnswerFormatError(f"give a single number, e.g. \"10.3\", not {str(content)[:40]!r}") from exc
+        raise AnswerFormatError(f'give a single number, e.g. "10.3", not {str(content)[:40]!r}') from exc
     if not math.isfinite(value):
         raise AnswerFormatError("the number must be finite")
     return value
@@ -192,7 +200,9 @@ class FreeFormScorer(Scorer):
             raise AnswerFormatError("the answer is empty")
         return text
 
-    def score(self, prediction: str, truth: Any, judge: Judge | None = None, question: str = "", **context: Any) -> float:
+    def score(
+        self, prediction: str, truth: Any, judge: Judge | None = None, question: str = "", **context: Any
+    ) -> float:
         if judge is None:
             return 0.0
         return float(judge(question, str(truth), prediction))

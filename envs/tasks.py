@@ -217,7 +217,9 @@ def load_tasks_jsonl(path: str | os.PathLike[str], resolve_media: bool = True) -
                 problems.append(f"{where}: {_short_error(exc)}")
                 continue
             if task.id in first_line:
-                problems.append(f"{where}: duplicate task id {task.id!r} (first at line {first_line[task.id]})")
+                problems.append(
+                    f"{where}: duplicate task id {task.id!r} (first at line {first_line[task.id]})"
+                )
                 continue
             first_line[task.id] = lineno
             if resolve_media and not os.path.isabs(task.media):

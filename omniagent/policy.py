@@ -16,6 +16,13 @@ from pydantic import BaseModel, Field
 from envs.messages import Message
 
 
+class PolicyError(RuntimeError):
+    """The policy could not produce a turn (dead server, garbage reply, model missing).
+
+    The episode loop records it as the trajectory's stop reason; a batch run moves on.
+    """
+
+
 class TurnOutput(BaseModel):
     """What a policy produced for one turn, with the statistics RL and analysis need."""
 
