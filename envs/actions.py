@@ -81,15 +81,14 @@ def parse_turn(text: str, strict: bool = True) -> Turn | FormatError:
                 message="Your output is wrapped in a Markdown code fence (```). Reply with the bare JSON object only.",
             )
         body = re.sub(r"^\s*```[a-zA-Z]*\s*|\s*```\s*$", "", body)
-    if not body.startswith("{"):
-        return FormatError(
-            code="format_not_json",
-            message="Your output must start with '{' and be one JSON object; it started with "
-            f"{body[:30]!r}.",
-        )
     try:
         obj, end = json.JSONDecoder().raw_decode(body)
     except json.JSONDecodeError as exc:
+        if not body.startswith(("{", "[")):
+            return FormatError(
+                code="format_not_json",
+                message=f"Your output must be one JSON object starting with '{{'; it started with {body[:30]!r}.",
+            )
         return FormatError(
             code="format_not_json", message=f"Your output is not valid JSON: {exc.msg} at char {exc.pos}."
         )

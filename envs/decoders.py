@@ -86,8 +86,9 @@ class PyAVDecoder(VideoDecoder):
             raise MediaError(path, f"no decodable video stream ({exc})") from exc
         self._stream.thread_type = "AUTO"
         self._tb = float(self._stream.time_base)
-        start = self._stream.start_time
-        self._offset = float(start * self._stream.time_base) if start is not None else 0.0
+        # Zero is the container's start (the earliest stream), so video and audio times agree.
+        start = self._container.start_time
+        self._offset = start / av.time_base if start is not None else 0.0
         self._iter = None
         self._prev = None  # the two most recent decoded frames: the window a target falls into
         self._cur = None
@@ -174,7 +175,15 @@ class DecordDecoder(VideoDecoder):
             self._vr = decord.VideoReader(path, ctx=decord.cpu(0), width=size[0], height=size[1])
         except decord.DECORDError as exc:
             raise MediaError(path, f"decord cannot open it ({exc})") from exc
-        self._times = self._vr.get_frame_timestamp(range(len(self._vr)))[:, 0]
+        import av
+
+        with av.open(
+            path
+        ) as c:  # decord counts from the video stream's start; PyAV's zero is the container's
+            s = c.streams.video[0]
+            stream_start = float(s.start_time * s.time_base) if s.start_time is not None else 0.0
+            offset = (c.start_time / av.time_base if c.start_time is not None else 0.0) - stream_start
+        self._times = self._vr.get_frame_timestamp(range(len(self._vr)))[:, 0] - offset
         self._keys = np.asarray(self._vr.get_key_indices(), dtype=np.int64)
 
     def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:

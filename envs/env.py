@@ -80,7 +80,7 @@ TASK_TYPES = tuple(SCORERS)
 
 
 class OmniVideoEnv(gym.Env):
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
         self,
