@@ -1,0 +1,249 @@
+"""Run a Qwen2.5-Omni thinker in-process with Hugging Face transformers.
+
+``TransformersPolicy(model="tiny")`` builds the tiny random thinker of :mod:`omniagent.tiny_model`
+(offline, outputs are noise: for plumbing only). Any other ``model`` is a local checkpoint folder or
+a Hub id already in the local cache; nothing is downloaded when the machine is offline.
+
+Per-token log-probs and entropies are computed from the raw ``output_logits`` of ``generate``
+(the model's untempered next-token distribution, ``softmax(logits)``), not from the post-processed
+``scores``, which carry temperature, top-p and masks such as ``min_new_tokens``' EOS ban.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from envs.messages import Message
+from omniagent.backends.convert import build_model_inputs
+from omniagent.policy import Policy, TurnOutput, register_policy
+
+logger = logging.getLogger(__name__)
+
+TINY = "tiny"
+_FLOAT_INPUTS = ("pixel_values", "pixel_values_videos", "input_features")
+_DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
+_DTYPES |= {"float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def token_stats_from_logits(logits: Any, token_ids: Any) -> tuple[Any, Any]:
+    """Log-prob of each chosen token and the entropy (nats) of each step's distribution.
+
+    ``logits``: ``(steps, vocab)`` raw logits; ``token_ids``: ``(steps,)``. Masked entries (``-inf``)
+    contribute zero entropy. Computed in float32 whatever the model dtype.
+    """
+    import torch
+
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    chosen = logp.gather(-1, token_ids.long().view(-1, 1)).squeeze(-1)
+    p = logp.exp()
+    entropy = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
+    return chosen, entropy
+
+
+def _resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device={device!r} requested but torch sees no CUDA device; use device='cpu'")
+    return device
+
+
+def _resolve_dtype(dtype: str, device: str) -> Any:
+    import torch
+
+    if dtype == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(_DTYPES)}, got {dtype!r}")
+    return getattr(torch, _DTYPES[dtype])
+
+
+def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
+    """Load a Qwen2.5-Omni thinker and its processor from a local folder or the local Hub cache."""
+    from transformers import AutoConfig
+
+    hint = (
+        "Use `--model tiny` for the tiny random test model, point `--model` at a downloaded checkpoint "
+        "folder, or serve the model elsewhere and use `--backend openai --base-url http://HOST:PORT/v1`."
+    )
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise OSError(f"{model!r} is a folder without a config.json, not a checkpoint. {hint}")
+    elif model.startswith((".", "/", "~")) or model.count("/") > 1:  # a path, not a Hub id
+        raise OSError(f"no checkpoint folder at {model!r}. {hint}")
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as err:
+        raise OSError(
+            f"cannot load model {model!r}: not a local checkpoint folder and not available offline "
+            f"({type(err).__name__}: {err}). {hint}"
+        ) from err
+
+    from transformers import (
+        Qwen2_5OmniForConditionalGeneration,
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerForConditionalGeneration,
+    )
+
+    model_type = getattr(config, "model_type", None)
+    if model_type == "qwen2_5_omni_thinker":
+        net = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(model, dtype=dtype)
+    elif model_type == "qwen2_5_omni":
+        # Thinker only: the talker (speech output) is never built, so its weights are skipped.
+        full = Qwen2_5OmniForConditionalGeneration.from_pretrained(
+            model, dtype=dtype, enable_audio_output=False
+        )
+        net = full.thinker
+        if getattr(net, "generation_config", None) is not None and full.generation_config is not None:
+            net.generation_config = copy.deepcopy(full.generation_config)
+    else:
+        raise ValueError(
+            f"model {model!r} has model_type={model_type!r}; the transformers backend drives Qwen2.5-Omni "
+            "('qwen2_5_omni' or 'qwen2_5_omni_thinker') checkpoints. Serve other models with vLLM and use "
+            "`--backend openai --base-url ...`."
+        )
+    processor = Qwen2_5OmniProcessor.from_pretrained(model)
+    return net, processor
+
+
+@register_policy("transformers")
+class TransformersPolicy(Policy):
+    """A Qwen2.5-Omni thinker run with ``transformers.generate``.
+
+    Args:
+        model: ``"tiny"`` (random test model, see :mod:`omniagent.tiny_model`), a local checkpoint
+            folder, or a Hub id already in the local cache.
+        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU), ``"float32"``, ``"bfloat16"``, ``"float16"``.
+        max_new_tokens: cap on generated tokens per turn.
+        temperature: ``0`` decodes greedily (default); ``> 0`` samples.
+        top_p: nucleus mass when sampling.
+        seed: seeds torch's generator once at construction (and the tiny model's weights).
+        image_pixels / video_pixels: ``(min_pixels, max_pixels)`` per image / video frame; default:
+            the checkpoint's processor settings.
+        use_audio_in_video: interleave a clip's own audio with its frames (Qwen's TMRoPE layout).
+        tiny_dir: cache folder for the tiny model (default: a temp cache per seed).
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str = TINY,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        image_pixels: tuple[int, int] | None = None,
+        video_pixels: tuple[int, int] | None = None,
+        use_audio_in_video: bool = True,
+        tiny_dir: str | None = None,
+    ) -> None:
+        import torch
+
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.model_id = model
+        self.device = _resolve_device(device)
+        self.dtype = _resolve_dtype(dtype, self.device)
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = int(seed)
+        self.image_pixels = tuple(image_pixels) if image_pixels is not None else None
+        self.video_pixels = tuple(video_pixels) if video_pixels is not None else None
+        self.use_audio_in_video = use_audio_in_video
+
+        if model == TINY:
+            from omniagent.tiny_model import build_tiny_thinker
+
+            net, self.processor = build_tiny_thinker(seed=self.seed, out_dir=tiny_dir)
+        else:
+            net, self.processor = _load_pretrained(model, self.dtype)
+        self.model = net.to(device=self.device, dtype=self.dtype).eval()
+        self.generation_config = self._generation_config()
+        torch.manual_seed(self.seed)
+
+    def _generation_config(self) -> Any:
+        from transformers import GenerationConfig
+
+        tok = self.processor.tokenizer
+        base = getattr(self.model, "generation_config", None)
+        config = copy.deepcopy(base) if base is not None else GenerationConfig()
+        eos = []
+        for token in ("<|im_end|>", "<|endoftext|>"):
+            tid = tok.convert_tokens_to_ids(token)
+            if isinstance(tid, int) and tid != tok.unk_token_id and tid not in eos:
+                eos.append(tid)
+        if tok.eos_token_id is not None and tok.eos_token_id not in eos:
+            eos.append(tok.eos_token_id)
+        config.eos_token_id = eos
+        config.pad_token_id = tok.pad_token_id if tok.pad_token_id is not None else eos[-1]
+        config.max_new_tokens = self.max_new_tokens
+        config.max_length = None
+        config.do_sample = self.temperature > 0
+        config.temperature = self.temperature if self.temperature > 0 else 1.0
+        config.top_p = self.top_p if self.temperature > 0 else 1.0
+        config.top_k = None
+        config.num_beams = 1
+        config.output_logits = True
+        config.return_dict_in_generate = True
+        return config
+
+    def act(self, messages: list[Message]) -> TurnOutput:
+        import torch
+
+        start = time.perf_counter()
+        batch, prepared = build_model_inputs(
+            messages,
+            self.processor,
+            image_pixels=self.image_pixels,
+            video_pixels=self.video_pixels,
+            allow_audio_in_video=self.use_audio_in_video,
+        )
+        inputs: dict[str, Any] = {}
+        for key, value in batch.items():
+            if isinstance(value, torch.Tensor):
+                value = value.to(self.device)
+                if key in _FLOAT_INPUTS:
+                    value = value.to(self.dtype)
+            inputs[key] = value
+        prompt_len = int(inputs["input_ids"].shape[1])
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, generation_config=self.generation_config)
+        new_ids = out.sequences[0, prompt_len:]
+        steps = len(out.logits)
+        logits = torch.stack([step[0] for step in out.logits])  # (steps, vocab)
+        logprobs, entropies = token_stats_from_logits(logits, new_ids[:steps])
+        text = self.processor.tokenizer.decode(new_ids, skip_special_tokens=True)
+        entropy_list = entropies.tolist()
+        return TurnOutput(
+            text=text,
+            token_logprobs=logprobs.tolist(),
+            token_entropies=entropy_list,
+            entropy=float(sum(entropy_list) / len(entropy_list)) if entropy_list else None,
+            entropy_is_estimate=False,
+            prompt_tokens=prompt_len,
+            completion_tokens=int(new_ids.shape[0]),
+            model_seconds=time.perf_counter() - start,
+        )
+
+    def close(self) -> None:
+        import torch
+
+        self.model = None
+        if self.device.startswith("cuda"):
+            torch.cuda.empty_cache()
