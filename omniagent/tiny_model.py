@@ -121,7 +121,7 @@ _CORPUS = [
 
 
 def _default_cache_dir(seed: int) -> Path:
-    root = Path(os.environ.get("OMNIAGENT_CACHE", Path(tempfile.gettempdir()) / "omniagent-cache"))
+    root = Path(tempfile.gettempdir()) / "omniagent-cache"  # pass out_dir to put it elsewhere
     return root / f"tiny-thinker-v{BUILD_VERSION}-seed{seed}"
 
 
