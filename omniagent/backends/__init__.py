@@ -1,1 +1,8 @@
 """Built-in policy backends. Each module registers itself; heavy imports stay inside the classes."""
+
+# "transformers" and "vllm" register on import; torch / vllm load only when a policy is built.
+import omniagent.backends.transformers_backend  # noqa: F401
+import omniagent.backends.vllm_backend  # noqa: F401
+
+# "openai" (any OpenAI-compatible server) and the scripted policies: uniform, oracle, random, replay.
+from omniagent.backends import openai_backend, scripted  # noqa: F401, E402

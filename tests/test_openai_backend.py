@@ -1,0 +1,386 @@
+"""The OpenAI-compatible backend against a fake server on 127.0.0.1 (http.server in a thread)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import av
+import numpy as np
+import pytest
+import soundfile as sf
+from media_factory import read_barcode
+from PIL import Image
+
+from envs.env import OmniVideoEnv
+from omniagent.backends.openai_backend import OpenAIPolicy, to_openai_messages, topk_entropy
+from omniagent.episode import run_episode
+from omniagent.policy import PolicyError
+
+ANSWER_TURN = json.dumps(
+    {"observation": "none", "thought": "guess", "action": {"type": "answer", "content": "B"}}
+)
+TOPS = [-0.1, -2.5, -3.0]  # top-3 log-probs of every generated token in the fake replies
+
+
+class FakeServer:
+    """A minimal /v1/chat/completions + /v1/models server. ``mode`` picks the reply."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.mode = "turn"
+        self.text = ANSWER_TURN
+        self.delay = 0.0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+                self.send_response(code)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (time-out test)
+                    pass
+
+            def do_GET(self) -> None:
+                if self.path.endswith("/models"):
+                    self._send(
+                        200,
+                        json.dumps(
+                            {"object": "list", "data": [{"id": "fake-omni", "object": "model"}]}
+                        ).encode(),
+                    )
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}')
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                server.requests.append(body)
+                if server.delay:
+                    time.sleep(server.delay)
+                mode = server.mode
+                if mode == "garbage":
+                    return self._send(200, b"<html>this is not an API</html>", "text/html")
+                if mode == "badjson":
+                    return self._send(200, b"{not json at all")
+                if mode == "nochoices":
+                    return self._send(
+                        200, json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
+                    )
+                if mode == "500":
+                    return self._send(500, b'{"error": {"message": "engine died"}}')
+                if mode == "404":
+                    return self._send(404, b'{"error": {"message": "The model `nope` does not exist."}}')
+                if mode == "no-logprobs-allowed" and body.get("logprobs"):
+                    return self._send(
+                        400, b'{"error": {"message": "logprobs are not supported by this model"}}'
+                    )
+                self._send(200, json.dumps(server.completion(body)).encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self.thread.start()
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        tokens = ["{", '"obs', "}"]
+        logprobs = None
+        if body.get("logprobs"):
+            k = body.get("top_logprobs") or 0
+            logprobs = {
+                "content": [
+                    {
+                        "token": t,
+                        "logprob": TOPS[0],
+                        "bytes": None,
+                        "top_logprobs": [
+                            {"token": f"t{i}", "logprob": lp, "bytes": None} for i, lp in enumerate(TOPS[:k])
+                        ],
+                    }
+                    for t in tokens
+                ]
+            }
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": self.text},
+                    "finish_reason": "stop",
+                    "logprobs": logprobs,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": 123,
+                "completion_tokens": len(tokens),
+                "total_tokens": 123 + len(tokens),
+            },
+        }
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture()
+def server():
+    s = FakeServer()
+    yield s
+    s.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def context_after(media: str, action: dict[str, Any], **reset: Any) -> list[dict[str, Any]]:
+    """The environment's context right after serving ``action`` (holding its raw percept)."""
+    env = OmniVideoEnv()
+    try:
+        env.reset(
+            options={"media": media, "question": "Q?", "task_type": "mcq", "choices": ["x", "y"], **reset}
+        )
+        obs, *_ = env.step(json.dumps({"observation": "none", "thought": "t", "action": action}))
+        return obs
+    finally:
+        env.close()
+
+
+def user_parts(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for m in request["messages"] if isinstance(m["content"], list) for p in m["content"]]
+
+
+def decode_data_url(url: str, mime: str) -> bytes:
+    prefix = f"data:{mime};base64,"
+    assert url.startswith(prefix), url[:40]
+    return base64.b64decode(url[len(prefix) :])
+
+
+# ------------------------------------------------------------------------------------------ tests
+def test_topk_entropy_renormalises():
+    assert topk_entropy([math.log(0.5), math.log(0.5)]) == pytest.approx(math.log(2))
+    assert topk_entropy([math.log(0.25), math.log(0.25)]) == pytest.approx(math.log(2))  # mass renormalised
+    assert topk_entropy([0.0]) == pytest.approx(0.0)
+    assert topk_entropy([]) == 0.0
+
+
+def test_frames_become_decodable_images_and_logprobs_give_entropy(server, video_path):
+    obs = context_after(str(video_path), {"type": "get_frames", "start": 1.0, "end": 9.0, "num": 3})
+    policy = OpenAIPolicy(model="fake-omni", base_url=server.url, retries=0, seed=7, max_tokens=64)
+    out = policy.act(obs)
+
+    req = server.requests[-1]
+    assert req["model"] == "fake-omni" and req["temperature"] == 0 and req["seed"] == 7
+    assert req["max_tokens"] == 64 and req["logprobs"] is True and req["top_logprobs"] == 20
+    assert "extra_body" not in req and "mm_processor_kwargs" not in req  # no clip, no processor options
+    roles = [m["role"] for m in req["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert isinstance(req["messages"][0]["content"], str) and isinstance(req["messages"][2]["content"], str)
+    parts = req["messages"][-1]["content"]
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == 3
+    # every image follows its timestamp label; adjacent text parts are merged into one
+    kinds = [p["type"] for p in parts]
+    assert all(a != b or a != "text" for a, b in zip(kinds, kinds[1:], strict=False))
+    for i, p in enumerate(parts):
+        if p["type"] == "image_url":
+            assert parts[i - 1]["type"] == "text" and "Frame at" in parts[i - 1]["text"]
+    times = [
+        float(p["text"].rsplit("Frame at ", 1)[1].split("s")[0])
+        for p in parts
+        if p["type"] == "text" and "Frame at" in p["text"]
+    ]
+    for img_part, t in zip(images, times, strict=True):
+        img = np.asarray(Image.open(io.BytesIO(decode_data_url(img_part["image_url"]["url"], "image/jpeg"))))
+        assert img.shape == (72, 128, 3)
+        assert read_barcode(img) == round(t * 10)  # the frame shown is the frame at its label's time
+
+    assert out.text == ANSWER_TURN
+    assert out.prompt_tokens == 123 and out.completion_tokens == 3
+    assert out.token_logprobs == pytest.approx([TOPS[0]] * 3)
+    p = np.exp(TOPS)
+    q = p / p.sum()
+    expected = float(-(q * np.log(q)).sum())
+    assert out.entropy == pytest.approx(expected) and out.entropy_is_estimate is True
+    assert out.token_entropies == pytest.approx([expected] * 3)
+
+
+def test_png_images_are_lossless(server, video_path):
+    obs = context_after(str(video_path), {"type": "get_frames", "start": 2.0, "end": 2.0, "num": 1})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0, image_format="png").act(obs)
+    img = next(p for p in user_parts(server.requests[-1]) if p["type"] == "image_url")
+    decoded = np.asarray(Image.open(io.BytesIO(decode_data_url(img["image_url"]["url"], "image/png"))))
+    raw = next(p for p in obs[-1]["content"] if p["type"] == "image")["image"]
+    assert np.array_equal(decoded, raw)
+
+
+def test_audio_becomes_wav_input_audio(server, audio_path):
+    obs = context_after(str(audio_path), {"type": "get_audio", "start": 2.5, "end": 4.5})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0).act(obs)
+    audio = [p for p in user_parts(server.requests[-1]) if p["type"] == "input_audio"]
+    assert len(audio) == 1 and audio[0]["input_audio"]["format"] == "wav"
+    samples, sr = sf.read(io.BytesIO(base64.b64decode(audio[0]["input_audio"]["data"])))
+    assert sr == 16000 and len(samples) == pytest.approx(2.0 * 16000, abs=16)
+    burst = samples[int(0.6 * sr) : int(1.4 * sr)]  # 3.1-3.9 s: inside the 1 kHz burst at 3-4 s
+    assert np.abs(burst).max() > 0.2 and np.abs(samples[: int(0.4 * sr)]).max() < 0.05
+
+
+def test_clip_becomes_mp4_then_its_audio(server, video_path):
+    obs = context_after(str(video_path), {"type": "get_clip", "start": 2.0, "end": 5.0})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0).act(obs)
+    req = server.requests[-1]
+    parts = user_parts(req)
+    kinds = [p["type"] for p in parts]
+    v = kinds.index("video_url")
+    assert kinds[v + 1] == "input_audio"  # the clip's sound right after the clip
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True}
+    assert req["media_io_kwargs"] == {"video": {"num_frames": -1}}
+    clip = next(p for p in obs[-1]["content"] if p["type"] == "video")
+    mp4 = decode_data_url(parts[v]["video_url"]["url"], "video/mp4")
+    with av.open(io.BytesIO(mp4)) as c:
+        assert not c.streams.audio  # silent mp4: the sound travels separately
+        frames = [f.to_ndarray(format="rgb24") for f in c.decode(video=0)]
+        rate = float(c.streams.video[0].average_rate)
+    assert len(frames) == len(clip["timestamps"]) and rate == pytest.approx(2.0)
+    for f, t in zip(frames, clip["timestamps"], strict=True):
+        assert read_barcode(f) == round(t * 10)
+    samples, sr = sf.read(io.BytesIO(base64.b64decode(parts[v + 1]["input_audio"]["data"])))
+    assert sr == 16000 and len(samples) == pytest.approx(3.0 * 16000, abs=16)
+
+
+def test_clip_audio_muxed(server, video_path):
+    obs = context_after(str(video_path), {"type": "get_clip", "start": 2.0, "end": 5.0})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0, clip_audio="muxed").act(obs)
+    req = server.requests[-1]
+    parts = user_parts(req)
+    assert [p["type"] for p in parts].count("input_audio") == 0
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True}
+    mp4 = decode_data_url(next(p for p in parts if p["type"] == "video_url")["video_url"]["url"], "video/mp4")
+    with av.open(io.BytesIO(mp4)) as c:
+        assert c.streams.audio and c.streams.audio[0].sample_rate == 16000
+
+
+def test_silent_clip_has_no_audio(server, silent_video_path):
+    obs = context_after(str(silent_video_path), {"type": "get_clip", "start": 1.0, "end": 3.0})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0).act(obs)
+    req = server.requests[-1]
+    assert [p["type"] for p in user_parts(req)].count("input_audio") == 0
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": False}
+
+
+def test_model_defaults_to_the_served_one(server, video_path):
+    obs = context_after(str(video_path), {"type": "get_frames", "start": 0.0, "end": 1.0, "num": 1})
+    policy = OpenAIPolicy(model=None, base_url=server.url, retries=0)
+    policy.act(obs)
+    assert server.requests[-1]["model"] == "fake-omni"
+
+
+def test_whole_episode_records_entropy(server, video_path):
+    env = OmniVideoEnv()
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=0)
+    traj = run_episode(
+        env,
+        policy,
+        {
+            "media": str(video_path),
+            "question": "Q?",
+            "task_type": "mcq",
+            "choices": ["x", "y"],
+            "answer": "B",
+        },
+    )
+    env.close()
+    assert traj.stop_reason == "answered" and traj.reward == 1.0
+    assert traj.turns[0].entropy is not None and traj.turns[0].entropy_is_estimate
+    assert traj.turns[0].context_tokens == 123
+
+
+def test_server_refusing_logprobs_is_retried_without(server, video_path):
+    server.mode = "no-logprobs-allowed"
+    obs = context_after(str(video_path), {"type": "get_frames", "start": 0.0, "end": 1.0, "num": 1})
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=0)
+    out = policy.act(obs)
+    assert out.text == ANSWER_TURN and out.entropy is None and not out.entropy_is_estimate
+    assert "logprobs" not in server.requests[-1]
+    policy.act(obs)  # remembered: one request, not two
+    assert len(server.requests) == 3
+
+
+# ------------------------------------------------------------------------------------------ errors
+def text_context() -> list[dict[str, Any]]:
+    return [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+
+
+def test_dead_server_says_what_to_do():
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    policy = OpenAIPolicy(model="harryhsing/OmniAgent-RL-7B", base_url=url, retries=0, timeout=5)
+    with pytest.raises(PolicyError) as info:
+        policy.act(text_context())
+    msg = str(info.value)
+    assert msg.startswith(f"no server at {url}") and "vllm serve" in msg and "--base-url" in msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize(
+    ("mode", "needle"),
+    [
+        ("garbage", "not a chat completion"),
+        ("badjson", "not JSON"),
+        ("nochoices", "no choices"),
+        ("500", "HTTP 500: engine died"),
+        ("404", "--base-url ends in /v1"),
+    ],
+)
+def test_bad_replies_raise_policy_error(server, mode, needle):
+    server.mode = mode
+    policy = OpenAIPolicy(model="nope", base_url=server.url, retries=0)
+    with pytest.raises(PolicyError, match=needle) as info:
+        policy.act(text_context())
+    assert "\n" not in str(info.value)
+    if mode == "404":
+        assert "fake-omni" in str(info.value)  # lists what the server does serve
+
+
+def test_null_content_raises(server):
+    server.text = None
+    with pytest.raises(PolicyError, match="without text content"):
+        OpenAIPolicy(model="m", base_url=server.url, retries=0).act(text_context())
+
+
+def test_timeout_raises_policy_error(server):
+    server.delay = 1.5
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=0, timeout=0.3)
+    with pytest.raises(PolicyError, match=r"did not answer within 0.3 s.*--timeout"):
+        policy.act(text_context())
+
+
+def test_policy_error_ends_episode_cleanly(video_path):
+    env = OmniVideoEnv()
+    policy = OpenAIPolicy(model="m", base_url=f"http://127.0.0.1:{free_port()}/v1", retries=0)
+    traj = run_episode(env, policy, {"media": str(video_path), "question": "Q?", "task_type": "ff"})
+    env.close()
+    assert traj.stop_reason == "policy_error" and traj.error.startswith("no server at") and not traj.turns
+
+
+def test_conversion_rejects_unknown_parts():
+    with pytest.raises(ValueError, match="unknown content part"):
+        to_openai_messages([{"role": "user", "content": [{"type": "hologram"}]}])
