@@ -1,0 +1,310 @@
+"""Agentic SFT of the Qwen2.5-Omni thinker on per-turn teacher samples, through verl's SFT trainer.
+
+    python rl/train_sft.py +sft_exp=7b data.train_files=/data/sft/train.parquet   # torchrun + verl
+    python rl/train_sft.py +sft_exp=7b --cfg job                                  # print the composed config
+    python rl/train_sft.py +sft_exp=tiny data.train_files=/tmp/sft.parquet        # CPU: plain-torch steps
+    python rl/train_sft.py +sft_exp=tiny omni_sft.mode=print ...                  # show the torchrun command
+
+Config: ``conf/sft.yaml`` = verl's ``sft_trainer_engine`` (found through ``hydra.searchpath:
+pkg://verl.trainer.config``) + our settings, with one experiment from the ``sft_exp`` group
+(``conf/sft_exp/{7b,tiny}.yaml``; ``conf/exp/`` belongs to the RL config). The ``omni_sft`` section is
+the launcher's and is removed before verl sees the config.
+
+``omni_sft.mode``:
+
+- ``verl``: make sure the model exists (build the tiny one; or extract the thinker from a full
+  Qwen2.5-Omni checkpoint into ``omni_sft.thinker_dir``), write the verl config to
+  ``omni_sft.run_dir/verl_sft.yaml``, and run ``torchrun ... -m rl.train_sft --verl-worker <yaml>``.
+  The worker freezes the modules in ``omni_sft.freeze`` (vision and audio encoders) right after
+  verl's FSDP engine builds the model, then runs verl's own ``verl.trainer.sft_trainer.run_sft``
+  with the dataset class ``rl.sft_dataset.OmniTurnSFTDataset`` (``data.custom_cls``).
+  ``omni_sft.freeze: []`` plus ``omni_sft.plain_verl: true`` runs ``-m verl.trainer.sft_trainer``
+  itself instead.
+- ``local``: ``omni_sft.local.steps`` plain-torch AdamW steps (:mod:`rl.sft_step`) through the same
+  dataset class, on CPU; prints the losses. For smoke tests and the tiny model.
+- ``print``: print the torchrun command and the path of the verl config, run nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # `python rl/train_sft.py` puts rl/, not the repo, on sys.path
+    sys.path.insert(0, str(REPO_ROOT))
+
+LAUNCHER_KEY = "omni_sft"
+PLACEHOLDER = "/path/to/"
+
+
+# --------------------------------------------------------------------------------------------------
+# Config helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def compose(overrides: list[str] | None = None, config_name: str = "sft") -> Any:
+    """The composed config as ``python rl/train_sft.py <overrides>`` would see it (for tests, notebooks)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+
+
+def verl_config(cfg: Any) -> Any:
+    """The config verl's SFT trainer gets: everything but the launcher section."""
+    from omegaconf import OmegaConf
+
+    c = OmegaConf.to_container(cfg, resolve=True)
+    c.pop(LAUNCHER_KEY, None)
+    c.pop("hydra", None)
+    return OmegaConf.create(c)
+
+
+def _placeholders(cfg: Any) -> list[str]:
+    from omegaconf import OmegaConf
+
+    found: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{path}[{i}]")
+        elif isinstance(node, str) and node.startswith(PLACEHOLDER):
+            found.append(f"{path}={node}")
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return found
+
+
+# --------------------------------------------------------------------------------------------------
+# Model preparation
+# --------------------------------------------------------------------------------------------------
+
+
+def prepare_thinker(base: str, out_dir: str, dtype: str = "bfloat16") -> Path:
+    """Save the thinker of a full Qwen2.5-Omni checkpoint (talker and vocoder dropped) with its processor.
+
+    verl loads models with ``AutoModelForImageTextToText``, which knows the thinker config
+    (``qwen2_5_omni_thinker``) but not the full ``qwen2_5_omni`` one. Skipped when ``out_dir`` already
+    holds a thinker.
+    """
+    import torch
+    from transformers import AutoConfig, Qwen2_5OmniProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+
+    out = Path(out_dir)
+    if (out / "config.json").exists():
+        kind = json.loads((out / "config.json").read_text()).get("model_type")
+        if kind != "qwen2_5_omni_thinker":
+            raise ValueError(f"{out} holds a {kind!r} model, not a Qwen2.5-Omni thinker")
+        return out
+    config = AutoConfig.from_pretrained(base)
+    thinker_config = getattr(config, "thinker_config", config)
+    model, info = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(
+        base, config=thinker_config, dtype=getattr(torch, dtype), output_loading_info=True
+    )
+    if info.get("missing_keys"):
+        raise RuntimeError(f"thinker weights missing from {base}: {sorted(info['missing_keys'])[:10]}")
+    tmp = out.with_name(out.name + ".tmp")
+    model.save_pretrained(tmp)
+    Qwen2_5OmniProcessor.from_pretrained(base).save_pretrained(tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def prepare_model(cfg: Any) -> str:
+    """Make sure ``model.path`` exists: build the tiny thinker, or extract the 7B thinker."""
+    launcher = cfg[LAUNCHER_KEY]
+    path = str(cfg.model.path)
+    tiny = launcher.get("tiny") or {}
+    if tiny.get("build"):
+        from omniagent.tiny_model import build_tiny_thinker
+
+        build_tiny_thinker(seed=int(tiny.get("seed", 0)), out_dir=path)
+    elif launcher.get("base_model") and not (Path(path) / "config.json").exists():
+        prepare_thinker(str(launcher.base_model), path)
+    if not (Path(path) / "config.json").exists():
+        raise FileNotFoundError(
+            f"model.path={path} has no config.json (set omni_sft.base_model to extract it)"
+        )
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# verl worker (inside torchrun)
+# --------------------------------------------------------------------------------------------------
+
+
+def install_freeze_patch(prefixes: list[str]) -> None:
+    """Freeze ``prefixes`` (e.g. ``visual``, ``audio_tower``) in every model verl's FSDP engine builds,
+    before FSDP wrapping and before the optimizer sees the parameters."""
+    from verl.workers.engine.fsdp import transformer_impl as ti
+
+    from rl.sft_step import freeze_modules
+
+    original = ti.FSDPEngine._build_module
+    if getattr(original, "_omni_freeze", None) is not None:
+        original = original._omni_original
+
+    def _build_module(self: Any) -> Any:
+        module = original(self)
+        counts = freeze_modules(module, prefixes)
+        print(f"[omni_sft] froze {prefixes}: {counts}", flush=True)
+        return module
+
+    _build_module._omni_freeze = list(prefixes)
+    _build_module._omni_original = original
+    ti.FSDPEngine._build_module = _build_module
+
+
+def verl_worker(config_path: str) -> None:
+    """Entry point of each torchrun process: patches, then verl's own SFT run."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(config_path)
+    freeze = list(OmegaConf.select(cfg, "data.omni.freeze", default=None) or [])
+    if freeze:
+        install_freeze_patch(freeze)
+    from verl.trainer.sft_trainer import run_sft
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(cfg)
+    run_sft(cfg)
+
+
+def torchrun_command(cfg: Any, verl_yaml: Path) -> list[str]:
+    launcher = cfg[LAUNCHER_KEY]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={int(cfg.trainer.nnodes)}",
+        f"--nproc_per_node={int(cfg.trainer.n_gpus_per_node)}",
+        *[str(a) for a in launcher.get("torchrun_args") or []],
+    ]
+    if launcher.get("plain_verl"):
+        if launcher.get("freeze"):
+            raise ValueError(
+                "omni_sft.plain_verl cannot freeze encoders; set omni_sft.freeze=[] or plain_verl=false"
+            )
+        return [
+            *cmd,
+            "-m",
+            "verl.trainer.sft_trainer",
+            f"--config-path={verl_yaml.resolve().parent}",
+            f"--config-name={verl_yaml.stem}",
+        ]
+    return [*cmd, "-m", "rl.train_sft", "--verl-worker", str(verl_yaml)]
+
+
+def write_verl_config(cfg: Any) -> Path:
+    from omegaconf import OmegaConf
+
+    run_dir = Path(str(cfg[LAUNCHER_KEY].run_dir))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    vcfg = verl_config(cfg)
+    OmegaConf.update(vcfg, "data.omni.freeze", list(cfg[LAUNCHER_KEY].freeze or []), force_add=True)
+    path = run_dir / "verl_sft.yaml"
+    path.write_text(OmegaConf.to_yaml(vcfg))
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# Local plain-torch steps
+# --------------------------------------------------------------------------------------------------
+
+
+def run_local(cfg: Any) -> list[float]:
+    """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset`` (CPU)."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2_5OmniThinkerForConditionalGeneration
+
+    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft_step import collate, freeze_modules, train_steps
+
+    local = cfg[LAUNCHER_KEY].local
+    torch.manual_seed(int(cfg.trainer.seed))
+    path = str(cfg.model.path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    dataset = OmniTurnSFTDataset(
+        list(cfg.data.train_files) if not isinstance(cfg.data.train_files, str) else cfg.data.train_files,
+        tokenizer,
+        cfg.data,
+        processor=None,
+        max_samples=int(local.get("max_samples") or -1),
+    )
+    model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+    counts = freeze_modules(model, list(cfg[LAUNCHER_KEY].freeze or []) or ())
+    bs = int(local.batch_size)
+    n = len(dataset)
+    steps = int(local.steps)
+    if local.get("repeat_batch"):
+        batch = collate([dataset[i % n] for i in range(bs)], dataset.pad_id)
+        batches = [batch] * steps
+    else:
+        batches = (
+            collate([dataset[(s * bs + i) % n] for i in range(bs)], dataset.pad_id) for s in range(steps)
+        )
+    losses = train_steps(
+        model, batches, lr=float(local.get("lr") or cfg.optim.lr), clip_grad=float(cfg.optim.clip_grad)
+    )
+    print(json.dumps({"samples": n, "params": counts, "losses": [round(x, 4) for x in losses]}))
+    if local.get("save_dir"):
+        model.save_pretrained(str(local.save_dir))
+    return losses
+
+
+# --------------------------------------------------------------------------------------------------
+# Entry
+# --------------------------------------------------------------------------------------------------
+
+
+def launch(cfg: Any) -> Any:
+    mode = str(cfg[LAUNCHER_KEY].mode)
+    if mode not in ("verl", "local", "print"):
+        raise ValueError(f"omni_sft.mode must be verl, local or print, not {mode!r}")
+    bad = _placeholders(cfg)
+    if bad and mode != "print":
+        raise SystemExit("set these paths first: " + ", ".join(bad))
+    if mode == "local":
+        prepare_model(cfg)
+        return run_local(cfg)
+    if mode == "verl":
+        prepare_model(cfg)
+    verl_yaml = write_verl_config(cfg)
+    cmd = torchrun_command(cfg, verl_yaml)
+    print(shlex.join(cmd))
+    if mode == "print":
+        return cmd
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    result = subprocess.run(cmd, env=env, cwd=str(REPO_ROOT))
+    if result.returncode != 0:
+        raise SystemExit(result.returncode)
+    return cmd
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--verl-worker":
+        verl_worker(sys.argv[2])
+        return
+    import hydra
+
+    @hydra.main(config_path=str(REPO_ROOT / "conf"), config_name="sft", version_base=None)
+    def _main(cfg: Any) -> None:
+        launch(cfg)
+
+    _main()
+
+
+if __name__ == "__main__":
+    main()
