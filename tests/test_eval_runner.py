@@ -1,0 +1,497 @@
+"""The evaluation runner, its resume logic, summaries and the hydra entry point (omniagent/evaluate.py,
+omniagent/summary.py, scripts/eval.py), on a small synthetic benchmark with scripted policies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs.messages import Message
+from envs.synth import generate_benchmark
+from envs.tasks import Task
+from omniagent.evaluate import (
+    ConfigMismatchError,
+    EvalConfig,
+    FrozenPresetError,
+    JudgeError,
+    OpenAIJudge,
+    PolicyStreakError,
+    check_decoding,
+    load_rows,
+    make_judge,
+    run_eval,
+    run_from_config,
+)
+from omniagent.passive import PassiveConfig, matched_frame_budget
+from omniagent.policy import Policy, PolicyError, TurnOutput, make_policy
+from omniagent.summary import bootstrap_ci, compare, summarize, write_summary
+from omniagent.trajectory import read_jsonl
+from omniagent.validity import OverlapError
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = {"width": 112, "height": 64, "fps": 2}
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("synth")
+
+
+@pytest.fixture(scope="module")
+def tasks(synth_dir: Path) -> list[Task]:
+    """One 20 s synthetic video and its ~15 tasks of every type."""
+    out = generate_benchmark(synth_dir, seed=0, n_videos=1, durations=[20.0], config=SMALL)
+    assert {t.task_type for t in out} >= {"mcq", "tr", "num", "size"}
+    return out
+
+
+def cfg_for(out: Path, **kw: Any) -> EvalConfig:
+    base = {
+        "out_dir": str(out),
+        "policy": "oracle",
+        "workers": 2,
+        "progress": False,
+        "limits": {"max_turns": 8},
+    }
+    return EvalConfig(**{**base, **kw})
+
+
+def rows_of(out: Path) -> list[dict[str, Any]]:
+    return list(read_jsonl(out / "results.jsonl"))
+
+
+def ids_of(path: Path) -> list[str]:
+    return [r["id"] for r in read_jsonl(path)]
+
+
+# ------------------------------------------------------------------------------------ test policies
+class InterruptingOracle(Policy):
+    """The oracle, but the (k+1)-th episode started across all instances raises KeyboardInterrupt."""
+
+    name = "oracle"
+    started = 0
+    lock = threading.Lock()
+
+    def __init__(self, k: int) -> None:
+        self.inner = make_policy("oracle")
+        self.k = k
+
+    def reset(self, info: dict[str, Any]) -> None:
+        with InterruptingOracle.lock:
+            InterruptingOracle.started += 1
+            self.boom = InterruptingOracle.started > self.k
+        self.inner.reset(info)
+
+    def act(self, messages: list[Message]) -> TurnOutput:
+        if self.boom:
+            raise KeyboardInterrupt
+        return self.inner.act(messages)
+
+
+class FailingPolicy(Policy):
+    name = "failing"
+
+    def __init__(self, exc: type[Exception] = PolicyError) -> None:
+        self.exc = exc
+
+    def act(self, messages: list[Message]) -> TurnOutput:
+        raise self.exc("the server is down")
+
+
+# ------------------------------------------------------------------------------------------- tests
+def test_results_rows_trajectories_and_summary(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    report = run_eval(tasks, cfg_for(out), judge=make_judge({"kind": "exact"}))
+    assert (report.total, report.ran, report.skipped, report.failed, report.errors) == (
+        len(tasks),
+        len(tasks),
+        0,
+        0,
+        0,
+    )
+    rows = rows_of(out)
+    assert sorted(r["id"] for r in rows) == sorted(t.id for t in tasks)
+    assert sorted(ids_of(out / "trajectories.jsonl")) == sorted(t.id for t in tasks)
+    by_id = {r["id"]: r for r in rows}
+    for t in tasks:
+        r = by_id[t.id]
+        assert r["status"] == "ok" and r["answered"] and r["stop_reason"] == "answered"
+        assert r["task_type"] == t.task_type and r["ground_truth"] == t.answer and r["question"] == t.question
+        assert r["reward"] == pytest.approx(1.0), r  # the oracle answers the truth; ff judged exactly
+        assert r["turns"] >= 1 and r["action_counts"]["answer"] == 1
+        assert r["wall_seconds"] >= r["env_seconds"] >= 0 and r["duration"] == 20.0
+        looks = len(t.answer) if t.task_type == "tr" else 0  # the oracle looks at a tr answer's spans
+        assert r["frames_used"] == 4 * looks and r["turns"] == looks + 1
+    s = summarize(rows, n_boot=200)
+    assert s["n"] == len(tasks) and s["score"]["mean"] == pytest.approx(1.0)
+    assert s["score"]["lo"] == pytest.approx(1.0) and s["answer_rate"]["mean"] == 1.0
+    assert set(s["by_task_type"]) == {t.task_type for t in tasks}
+    assert s["actions"]["answer"] == len(tasks) and s["unscored"] == 0
+    js, cs = write_summary(s, out)
+    assert json.loads(js.read_text())["n"] == len(tasks)
+    assert cs.read_text().splitlines()[0].startswith("group,key,n,score,ci_lo,ci_hi")
+
+
+def test_ff_without_judge_is_unscored_not_zero(tasks: list[Task], tmp_path: Path) -> None:
+    ff = [t for t in tasks if t.task_type == "ff"] + [t for t in tasks if t.task_type == "mcq"][:1]
+    assert any(t.task_type == "ff" for t in ff)
+    run_eval(ff, cfg_for(tmp_path / "r"))
+    rows = rows_of(tmp_path / "r")
+    s = summarize(rows, n_boot=100)
+    n_ff = sum(t.task_type == "ff" for t in ff)
+    assert s["unscored"] == n_ff
+    assert s["score"]["n"] == len(ff) - n_ff and s["score"]["mean"] == 1.0  # the mcq, not a silent 0
+
+
+def test_resume_after_keyboard_interrupt(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    InterruptingOracle.started = 0
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(tasks, cfg_for(out), policy_factory=lambda: InterruptingOracle(k=4))
+    first = rows_of(out)
+    assert 1 <= len(first) < len(tasks)
+    assert len(ids_of(out / "trajectories.jsonl")) == len(first)
+    report = run_eval(tasks, cfg_for(out), judge=make_judge({"kind": "exact"}))
+    assert report.skipped == len(first) and report.ran == len(tasks) - len(first)
+    rows = rows_of(out)
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)) == len(tasks)  # no duplicates, no loss
+    assert rows[: len(first)] == first  # earlier rows untouched
+    assert sorted(ids_of(out / "trajectories.jsonl")) == sorted(ids)
+    again = run_eval(tasks, cfg_for(out))
+    assert again.ran == 0 and len(rows_of(out)) == len(tasks)
+
+
+def test_torn_last_line_and_orphan_trajectory_are_repaired(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    subset = tasks[:5]
+    run_eval(subset, cfg_for(out))
+    results = out / "results.jsonl"
+    lines = results.read_text().splitlines(keepends=True)
+    lost = json.loads(lines[-1])["id"]
+    # a kill between the trajectory write and the row write, then one mid-write of the next row
+    results.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])
+    report = run_eval(subset, cfg_for(out))
+    assert report.ran == 1
+    ids = ids_of(results)
+    assert sorted(ids) == sorted(t.id for t in subset) and ids[-1] == lost
+    traj_ids = ids_of(out / "trajectories.jsonl")
+    assert sorted(traj_ids) == sorted(ids)  # the orphan trajectory was dropped, not duplicated
+    for line in results.read_text().splitlines():
+        json.loads(line)  # every line whole
+
+
+SLOW_RUN = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from envs.tasks import load_tasks_jsonl
+    from omniagent.evaluate import EvalConfig, run_eval
+    from omniagent.policy import make_policy
+
+    class Slow:
+        name = "oracle"
+        def __init__(self):
+            self.inner = make_policy("oracle")
+        def reset(self, info):
+            self.inner.reset(info)
+        def act(self, messages):
+            time.sleep(0.15)
+            return self.inner.act(messages)
+        def close(self):
+            pass
+
+    tasks = load_tasks_jsonl(sys.argv[1])
+    cfg = EvalConfig(out_dir=sys.argv[2], policy="oracle", workers=1, progress=False, limits={{"max_turns": 8}})
+    run_eval(tasks, cfg, policy_factory=Slow)
+    """
+)
+
+
+def test_resume_after_a_killed_process(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW_RUN.format(root=str(ROOT)))
+    proc = subprocess.Popen([sys.executable, str(script), str(synth_dir / "tasks.jsonl"), str(out)])
+    deadline = time.time() + 90
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if (out / "results.jsonl").exists() and len(
+                (out / "results.jsonl").read_text().splitlines()
+            ) >= 3:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the run finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    done = rows_of(out)
+    assert 3 <= len(done) < len(tasks)
+    run_eval(tasks, cfg_for(out, workers=2))
+    ids = ids_of(out / "results.jsonl")
+    assert len(ids) == len(set(ids)) == len(tasks)
+    assert sorted(ids_of(out / "trajectories.jsonl")) == sorted(ids)
+
+
+def test_media_errors_are_failed_rows_and_the_run_goes_on(tasks: list[Task], tmp_path: Path) -> None:
+    junk = tmp_path / "junk.mp4"
+    junk.write_bytes(os.urandom(4096))
+    bad = [
+        tasks[0].model_copy(update={"id": "junk", "media": str(junk)}),
+        tasks[0].model_copy(update={"id": "gone", "media": str(tmp_path / "gone.mp4")}),
+    ]
+    out = tmp_path / "run"
+    report = run_eval(bad + tasks[:3], cfg_for(out))
+    assert report.failed == 2
+    by_id = {r["id"]: r for r in rows_of(out)}
+    assert len(by_id) == 5
+    assert by_id["junk"]["status"] == "failed" and by_id["junk"]["stop_reason"] == "media_error"
+    assert by_id["junk"]["error_code"] == "media_unreadable"
+    assert by_id["gone"]["error_code"] == "media_not_found" and "file not found" in by_id["gone"]["error"]
+    assert all(by_id[t.id]["status"] == "ok" for t in tasks[:3])
+    s = summarize(list(by_id.values()), n_boot=100)
+    assert s["n_failed"] == 2 and s["error_codes"]["media_not_found"] == 1
+    assert s["score"]["mean"] == pytest.approx(3 / 5) and s["score_ok"]["mean"] == pytest.approx(1.0)
+
+
+def test_policy_errors_are_failed_rows_and_retry_failed_reruns_them(
+    tasks: list[Task], tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    report = run_eval(tasks[:3], cfg_for(out), policy_factory=FailingPolicy)
+    assert report.failed == 3
+    rows = rows_of(out)
+    assert {r["error_code"] for r in rows} == {"policy_error"} and {r["status"] for r in rows} == {"failed"}
+    assert "server is down" in rows[0]["error"]
+    assert run_eval(tasks[:3], cfg_for(out)).ran == 0  # failures are final by default
+    report = run_eval(tasks[:3], cfg_for(out, retry_failed=True))
+    assert report.ran == 3
+    rows = rows_of(out)
+    assert len(rows) == 3 and {r["status"] for r in rows} == {"ok"}
+
+
+def test_a_dead_backend_stops_the_run(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with pytest.raises(PolicyStreakError, match="3 tasks in a row"):
+        run_eval(
+            tasks, cfg_for(out, workers=1, max_consecutive_policy_errors=3), policy_factory=FailingPolicy
+        )
+    assert 3 <= len(rows_of(out)) < len(tasks)
+
+
+def test_unexpected_exceptions_are_error_rows_retried_next_run(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    report = run_eval(tasks[:2], cfg_for(out), policy_factory=lambda: FailingPolicy(RuntimeError))
+    assert report.errors == 2
+    assert {r["error_code"] for r in rows_of(out)} == {"exception:RuntimeError"}
+    assert run_eval(tasks[:2], cfg_for(out)).ran == 2
+    assert [r["status"] for r in rows_of(out)] == ["ok", "ok"]
+
+
+def test_duplicate_task_ids_are_rejected(tasks: list[Task], tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="duplicate task ids"):
+        run_eval([tasks[0], tasks[0]], cfg_for(tmp_path / "r"))
+
+
+def test_other_settings_in_the_same_folder_are_refused(tasks: list[Task], tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    run_eval(tasks[:1], cfg_for(out))
+    with pytest.raises(ConfigMismatchError, match="max_turns"):
+        run_eval(tasks[:1], cfg_for(out, max_turns=3))
+    run_eval(tasks[:1], cfg_for(out, workers=1))  # workers do not change the numbers
+
+
+def dead_url() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_dead_judge_fails_loudly(tasks: list[Task], tmp_path: Path) -> None:
+    url = dead_url()
+    with pytest.raises(JudgeError, match="unreachable"):
+        make_judge({"kind": "openai", "base_url": url, "model": "judge", "timeout": 2.0, "max_retries": 0})
+    ff = [t for t in tasks if t.task_type == "ff"]
+    other = [t for t in tasks if t.task_type == "mcq"][:2]
+    judge = OpenAIJudge(base_url=url, model="judge", timeout=2.0, max_retries=0)  # went down after the check
+    out = tmp_path / "run"
+    with pytest.raises(JudgeError, match="failed"):
+        run_eval(other + ff, cfg_for(out, workers=1), judge=judge)
+    rows = rows_of(out)
+    assert all(r["task_type"] != "ff" for r in rows)  # never a silent 0 for a judged task
+    assert all(r["reward"] == 1.0 for r in rows)
+
+
+# ------------------------------------------------------------------------------------------ summary
+def test_bootstrap_on_known_data() -> None:
+    ones = bootstrap_ci([1.0] * 50, n_boot=500, seed=0)
+    assert ones == {"mean": 1.0, "lo": 1.0, "hi": 1.0, "n": 50}
+    half = [1.0, 0.0] * 100  # mean 0.5, sd 0.5, n 200: normal 95% half-width 1.96 * 0.5 / sqrt(200) = 0.069
+    ci = bootstrap_ci(half, n_boot=2000, seed=0)
+    assert ci["mean"] == 0.5
+    assert ci["lo"] == pytest.approx(0.5 - 0.069, abs=0.015) and ci["hi"] == pytest.approx(
+        0.5 + 0.069, abs=0.015
+    )
+    assert bootstrap_ci(half, n_boot=2000, seed=0) == ci  # seeded
+    assert bootstrap_ci([], n_boot=10)["mean"] is None
+    assert bootstrap_ci([0.3], n_boot=10) == {"mean": 0.3, "lo": 0.3, "hi": 0.3, "n": 1}
+
+
+def fake_rows(n: int, p: float, kind: str = "mcq") -> list[dict[str, Any]]:
+    k = round(n * p)
+    return [
+        {"id": f"{kind}{i}", "task_type": kind, "status": "ok", "answered": True, "reward_available": True,
+         "reward": float(i < k), "duration": 30.0 * (i + 1), "turns": 3, "frames_used": 16, "stop_reason": "answered",
+         "action_counts": {"get_frames": 2, "answer": 1}, "turn_error_codes": {"format_not_json": 1} if i == 0 else {},
+         "context_tokens": [100, 200], "model_seconds": 1.0, "env_seconds": 0.25}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_summary_breakdowns_and_costs() -> None:
+    s = summarize(fake_rows(40, 0.5), n_boot=200, duration_bins=[60, 600])
+    assert s["score"]["mean"] == 0.5 and s["score"]["lo"] < 0.5 < s["score"]["hi"]
+    assert set(s["by_duration"]) == {"<1m", "1m-10m", ">=10m"}
+    assert sum(g["n"] for g in s["by_duration"].values()) == 40
+    assert s["context_tokens_per_turn"]["mean"] == 150 and s["context_tokens_per_turn"]["max"] == 200
+    assert s["time"]["model_share"] == pytest.approx(0.8)
+    assert s["action_share"] == {
+        "get_frames": pytest.approx(2 / 3, abs=1e-3),
+        "answer": pytest.approx(1 / 3, abs=1e-3),
+    }
+    assert s["error_codes"] == {"format_not_json": 1}
+    assert s["turns"]["mean"] == 3 and s["frames_used"]["mean"] == 16
+
+
+def test_compare_says_whether_intervals_overlap() -> None:
+    a = summarize(fake_rows(100, 0.9), n_boot=500, name="strong")
+    b = summarize(fake_rows(100, 0.3), n_boot=500, name="weak")
+    c = summarize(fake_rows(100, 0.85), n_boot=500, name="close")
+    res = compare(a, b)
+    assert res["overlap"] is False and "strong is better" in res["verdict"]
+    assert res["diff"] == pytest.approx(0.6)
+    assert compare(a, c)["overlap"] is True
+    assert compare(a, c)["by_task_type"]["mcq"]["overlap"] is True
+
+
+# ------------------------------------------------------------------------------------------ passive
+def test_passive_baseline_runs_with_the_same_answer_format(tasks: list[Task], tmp_path: Path) -> None:
+    subset = [t for t in tasks if t.task_type in ("mcq", "num")][:4]
+    out = tmp_path / "passive"
+    run_eval(
+        subset,
+        cfg_for(out, mode="passive", passive=PassiveConfig(num_frames=5, max_audio_s=8.0, audio_chunks=2)),
+    )
+    rows = rows_of(out)
+    assert len(rows) == 4 and all(r["answered"] and r["reward"] == 1.0 for r in rows)
+    assert {r["turns"] for r in rows} == {1} and {r["frames_used"] for r in rows} == {5}
+    assert {r["audio_seconds_used"] for r in rows} == {8.0}  # 20 s of audio capped at 8 s in 2 excerpts
+    assert {r["mode"] for r in rows} == {"passive"}
+    # a policy that asks for media instead of answering is recorded, not crashed
+    out2 = tmp_path / "passive-uniform"
+    look = json.dumps(
+        {"observation": "", "thought": "", "action": {"type": "get_frames", "start": 0, "end": 5, "num": 2}}
+    )
+    run_eval(subset[:2], cfg_for(out2, policy="replay", policy_kwargs={"texts": [look]}, mode="passive"))
+    rows2 = rows_of(out2)
+    assert all(not r["answered"] and r["turn_error_codes"] == {"passive_not_answer": 1} for r in rows2)
+
+
+def test_matched_frame_budget(tmp_path: Path) -> None:
+    rows = [{"frames_used": 10}, {"frames_used": 13}, {"frames_used": 0, "stop_reason": "media_error"}]
+    assert matched_frame_budget(rows) == 12  # ceil(23 / 2), media errors left out
+
+
+# ------------------------------------------------------------------------------------- hydra runner
+def compose(overrides: list[str]) -> Any:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return hydra_compose(config_name="eval", overrides=overrides)
+
+
+def synth_overrides(synth_dir: Path, out: Path) -> list[str]:
+    return [
+        f"out_dir={out}",
+        f"benchmark.dataset_kwargs.out_dir={synth_dir}",
+        "benchmark.dataset_kwargs.n_videos=1",
+        "benchmark.dataset_kwargs.durations=[20]",
+        "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
+        "unfreeze=true",
+        "progress=false",
+        "limit=6",
+        "summary.n_boot=100",
+    ]
+
+
+def test_eval_config_runs_and_writes_the_summary(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hydra"
+    ov = synth_overrides(synth_dir, out) + ["policy.name=uniform"]
+    summary = run_from_config(compose(ov), overrides=ov)
+    assert summary["n"] == 6 and summary["run"]["ran"] == 6 and summary["run"]["max_turns"] == 16
+    for name in ("results.jsonl", "trajectories.jsonl", "summary.json", "summary.csv", "run.json"):
+        assert (out / name).exists(), name
+    assert len(load_rows(out / "results.jsonl")) == 6
+    again = run_from_config(compose(ov), overrides=ov)
+    assert again["run"]["ran"] == 0 and again["n"] == 6
+    # the passive baseline matched to that run's frames
+    ov2 = synth_overrides(synth_dir, tmp_path / "hydra-passive") + [
+        "policy.name=oracle", "mode=passive", f"passive.match_run={out}",
+    ]  # fmt: skip
+    p = run_from_config(compose(ov2), overrides=ov2)
+    assert p["run"]["passive_num_frames"] == 8 and p["frames_used"]["mean"] == 8
+
+
+def test_frozen_presets_refuse_overrides(synth_dir: Path, tmp_path: Path) -> None:
+    ov = [f"out_dir={tmp_path}", "benchmark.max_turns=4"]
+    with pytest.raises(FrozenPresetError, match=r"benchmark\.max_turns=4"):
+        run_from_config(compose(ov), overrides=ov)
+    with pytest.raises(FrozenPresetError, match="decoding temperature"):
+        check_decoding(compose(["+policy.kwargs.temperature=0.7"]))
+    check_decoding(compose(["+policy.kwargs.temperature=0.0"]))
+    check_decoding(compose(["+policy.kwargs.temperature=0.7", "unfreeze=true"]))
+
+
+def test_overlap_guard_in_the_runner(synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    train = synth_dir / "tasks.jsonl"  # the eval set itself: every media file overlaps
+    ov = synth_overrides(synth_dir, tmp_path / "o") + [f"overlap_guard.train_set={train}"]
+    with pytest.raises(OverlapError, match="shared media"):
+        run_from_config(compose(ov), overrides=ov)
+    assert not (tmp_path / "o" / "results.jsonl").exists()
+    ov.append("overlap_guard.allow_overlap=true")
+    summary = run_from_config(compose(ov), overrides=ov)
+    assert summary["n"] == 6
+    assert "continuing despite the overlap" in capsys.readouterr().out
+
+
+def test_eval_script_cli(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cli"
+    ov = synth_overrides(synth_dir, out) + ["policy.name=oracle", "limit=3", "workers=1"]
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval.py"), *ov], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "score [95% CI]" in res.stdout and "1.000 [1.000, 1.000]" in res.stdout
+    assert Counter(r["status"] for r in rows_of(out)) == {"ok": 3}
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "eval.py"), f"out_dir={out}", "benchmark.temperature=0.7"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2 and "frozen" in bad.stdout
