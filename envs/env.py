@@ -376,6 +376,13 @@ class OmniVideoEnv(gym.Env):
 
     # ----------------------------------------------------------------- misc
     @property
+    def source(self) -> MediaSource:
+        """The open media of the current episode (for harnesses that read it directly)."""
+        if self._source is None:
+            raise RuntimeError("no media is open; call reset() first")
+        return self._source
+
+    @property
     def messages(self) -> list[Message]:
         return self._observation()
 

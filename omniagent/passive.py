@@ -185,7 +185,7 @@ def single_turn_episode(
     """
     wall0 = time.perf_counter()
     obs, info = env.reset(seed=seed, options={**options, "max_turns": 1})
-    source: MediaSource = env._source  # the env's open media (one per worker)
+    source: MediaSource = env.source  # the env's open media (one per worker)
     media: MediaInfo = env.media
     task = info["task"]
     t0 = time.perf_counter()

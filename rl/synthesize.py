@@ -225,12 +225,10 @@ def inject_hint(messages: list[Message], hint: str) -> list[Message]:
 
 
 def reseed(policy: Policy, seed: int) -> None:
-    """Best-effort per-episode reseeding: a policy's ``seed`` attribute (random, openai, transformers),
-    the random policy's episode counter, and torch's global generator when torch is loaded."""
+    """Best-effort per-episode reseeding: a policy's ``seed`` attribute (random, openai, transformers)
+    and torch's global generator when torch is loaded."""
     if hasattr(policy, "seed"):
         policy.seed = seed
-    if hasattr(policy, "episode"):
-        policy.episode = -1  # RandomPolicy draws episode k from (seed, k); restart at k = 0
     if "torch" in sys.modules:
         sys.modules["torch"].manual_seed(seed)
 

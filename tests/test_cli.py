@@ -250,3 +250,22 @@ def test_missing_checkpoint_offline_exits_3(tmp_path, video_path, capsys, monkey
     assert code == 3
     err = " ".join(capsys.readouterr().err.split())
     assert "could not start" in err and "--model tiny" in err and "Traceback" not in err
+
+
+def test_random_policy_draw_depends_on_task_not_order(video_path, silent_video_path):
+    from omniagent.backends.scripted import RandomPolicy
+
+    tasks = [
+        {"media": str(video_path), "question": "Q1?", "task_type": "num", "max_turns": 6},
+        {"media": str(silent_video_path), "question": "Q2?", "task_type": "num", "max_turns": 6},
+    ]
+
+    def actions(order, seed=3):
+        env, policy, out = OmniVideoEnv(), RandomPolicy(seed=seed), {}
+        for i in order:
+            out[i] = [t.raw_text for t in run_episode(env, policy, tasks[i]).turns]
+        env.close()
+        return out
+
+    assert actions([0, 1]) == actions([1, 0])
+    assert actions([0], seed=3) != actions([0], seed=4)

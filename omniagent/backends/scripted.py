@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -196,8 +197,9 @@ class OraclePolicy(ScriptedPolicy):
 class RandomPolicy(ScriptedPolicy):
     """A seeded random number of random valid perception actions, then a random valid answer.
 
-    Episode ``k`` after construction uses the generator seeded with ``(seed, k)``, so a run of
-    episodes is reproducible as a whole and each episode on its own.
+    Each episode's generator is seeded with ``(seed, hash of media path and question)``, so a task
+    gets the same episode whatever worker runs it and in whatever order (resumed runs included);
+    change ``seed`` for another draw of the same task.
     """
 
     name = "random"
@@ -214,11 +216,10 @@ class RandomPolicy(ScriptedPolicy):
         self.seed = 0 if seed is None else int(seed)
         self.max_looks = max_looks
         self.max_num = max(1, min(int(max_num), self.limits.max_frames))
-        self.episode = -1
 
     def reset(self, info: dict[str, Any]) -> None:
-        self.episode += 1
-        self.rng = np.random.default_rng([self.seed & 0xFFFFFFFF, self.episode])
+        task_key = zlib.crc32(f"{info['media']['path']}\n{info['task']['question']}".encode())
+        self.rng = np.random.default_rng([self.seed & 0xFFFFFFFF, task_key])
         super().reset(info)
 
     def _span(self, cap: float) -> tuple[float, float]:
