@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel
 
@@ -31,7 +30,8 @@ from envs import prompts
 from envs.actions import Answer, FormatError, GetAudio, GetClip, GetFrames, Turn, parse_turn
 from envs.errors import MediaReadError
 from envs.media import MediaConfig, MediaSource
-from envs.messages import MEDIA_TYPES, SAMPLE_RATE, Message, text_part
+from envs.messages import MEDIA_TYPES, Message, text_part
+from envs.percepts import audio_parts, clip_parts, frame_parts
 from envs.scoring import SCORERS, AnswerFormatError, Judge, get_scorer
 
 
@@ -307,13 +307,7 @@ class OmniVideoEnv(gym.Env):
         times = [f.time for f in frames]
         self.frames_used += len(frames)
         info["timestamps"] = times
-        content = [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(frames)}):")]
-        for f in frames:
-            content += [
-                text_part(f"\nFrame at {f.time:.2f}s:"),
-                {"type": "image", "image": f.image, "timestamp": f.time},
-            ]
-        return content
+        return [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(frames)}):"), *frame_parts(frames)]
 
     def _check_len(self, start: float, end: float, cap: float, what: str, info: dict[str, Any]) -> bool:
         if end - start <= 0:
@@ -334,10 +328,7 @@ class OmniVideoEnv(gym.Env):
         samples = self._source.audio(start, end)
         self.audio_seconds_used += end - start
         info["timestamps"] = [start, end]
-        return [
-            text_part(f"Audio {start:.2f}s-{end:.2f}s ({end - start:.2f} s):"),
-            {"type": "audio", "audio": samples, "sampling_rate": SAMPLE_RATE, "start": start, "end": end},
-        ]
+        return audio_parts(samples, start, end)
 
     def _clip(self, start: float, end: float, info: dict[str, Any]) -> list[dict[str, Any]]:
         if not self._check_len(start, end, self.limits.max_clip_s, "get_clip", info):
@@ -348,22 +339,7 @@ class OmniVideoEnv(gym.Env):
         if clip.audio is not None:
             self.audio_seconds_used += end - start
         info["timestamps"] = times
-        sound = "with its audio" if clip.audio is not None else "no audio track"
-        return [
-            text_part(
-                f"Clip {start:.2f}s-{end:.2f}s, {len(times)} frames at {prompts.fmt_times(times)}, {sound}:"
-            ),
-            {
-                "type": "video",
-                "video": np.stack([f.image for f in clip.frames]),
-                "timestamps": times,
-                "fps": clip.fps,
-                "audio": clip.audio,
-                "sampling_rate": SAMPLE_RATE,
-                "start": start,
-                "end": end,
-            },
-        ]
+        return clip_parts(clip)
 
     def _purge(self) -> None:
         """Replace every earlier percept's raw media with its text stub (the model has now written

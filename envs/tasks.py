@@ -169,6 +169,19 @@ class Task(BaseModel):
             return None
         return self.choices[letter_index(str(self.answer))]
 
+    def env_options(self, max_turns: int | None = None) -> dict[str, Any]:
+        """``env.reset`` options for this task (``max_turns`` None: the environment's default)."""
+        opts: dict[str, Any] = {
+            "media": self.media,
+            "question": self.question,
+            "task_type": self.task_type,
+            "choices": self.choices,
+            "answer": self.answer,
+        }
+        if max_turns is not None:
+            opts["max_turns"] = max_turns
+        return opts
+
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False)
 

@@ -57,7 +57,6 @@ __all__ = [
     "policy_kwargs_for",
     "result_row",
     "run_eval",
-    "task_options",
 ]
 
 RESULTS = "results.jsonl"
@@ -252,20 +251,6 @@ def policy_kwargs_for(
         if value is not None and key not in out and key in params:
             out[key] = value
     return out
-
-
-def task_options(task: Task, max_turns: int | None = None) -> dict[str, Any]:
-    """``env.reset`` options for a task."""
-    opts = {
-        "media": task.media,
-        "question": task.question,
-        "task_type": task.task_type,
-        "choices": task.choices,
-        "answer": task.answer,
-    }
-    if max_turns is not None:
-        opts["max_turns"] = max_turns
-    return opts
 
 
 # ================================================================================================ rows
@@ -525,11 +510,11 @@ def run_eval(
         try:
             if cfg.mode == "passive":
                 traj = run_passive_episode(
-                    w.env, w.policy, task_options(task), cfg.passive, episode_id=task.id, seed=cfg.seed
+                    w.env, w.policy, task.env_options(), cfg.passive, episode_id=task.id, seed=cfg.seed
                 )
             else:
                 traj = run_episode(
-                    w.env, w.policy, task_options(task, cfg.max_turns), episode_id=task.id, seed=cfg.seed
+                    w.env, w.policy, task.env_options(cfg.max_turns), episode_id=task.id, seed=cfg.seed
                 )
         except MediaError as exc:
             traj = _media_error_traj(task, cfg, exc, w.policy)

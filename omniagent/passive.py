@@ -27,7 +27,8 @@ from envs.actions import Answer, FormatError, parse_turn
 from envs.env import OmniVideoEnv
 from envs.errors import MediaReadError
 from envs.media import MediaInfo, MediaSource
-from envs.messages import SAMPLE_RATE, Message, text_part
+from envs.messages import Message, text_part
+from envs.percepts import audio_parts, frame_parts
 from envs.scoring import SCORERS
 from omniagent.policy import Policy, PolicyError
 from omniagent.trajectory import Trajectory, TurnRecord, read_jsonl
@@ -124,12 +125,8 @@ def passive_content(cfg: PassiveConfig) -> ContextBuilder:
                 parts.append(
                     text_part(f"{len(got)} frames spread uniformly over 0.00s-{info.duration:.2f}s:")
                 )
-            for f in got:
-                parts += [
-                    text_part(f"\nFrame at {f.time:.2f}s:"),
-                    {"type": "image", "image": f.image, "timestamp": f.time},
-                ]
-                times.append(f.time)
+            parts += frame_parts(got)
+            times += [f.time for f in got]
             frames = len(got)
         if cfg.audio and info.has_audio:
             for start, end in audio_spans(info.duration, cfg.max_audio_s, cfg.audio_chunks):
@@ -138,16 +135,7 @@ def passive_content(cfg: PassiveConfig) -> ContextBuilder:
                 except MediaReadError as exc:
                     notes.append(f"audio unavailable ({exc.code})")
                     break
-                parts += [
-                    text_part(f"\nAudio {start:.2f}s-{end:.2f}s ({end - start:.2f} s):"),
-                    {
-                        "type": "audio",
-                        "audio": samples,
-                        "sampling_rate": SAMPLE_RATE,
-                        "start": start,
-                        "end": end,
-                    },
-                ]
+                parts += [text_part("\n"), *audio_parts(samples, start, end)]
                 audio_s += end - start
         what = []
         if frames:

@@ -204,22 +204,11 @@ def _pick(times: list[float], k: int) -> list[float]:
     return [times[i] for i in dict.fromkeys(idx.tolist())]
 
 
-def _summary(rec: Any) -> str:
-    a = rec.action or {}
-    kind = rec.action_type
-    if kind is None:
-        return "no valid action"
-    if kind == "answer":
-        return f"answer {json.dumps(a.get('content'))}"
-    span = f"{float(a.get('start', 0)):.2f}–{float(a.get('end', 0)):.2f} s"
-    return f"{kind} {span}" + (f", num={a.get('num')}" if kind == "get_frames" else "")
-
-
 def _turn_view(rec: Any, media: _Media, max_thumbs: int) -> dict[str, Any]:
     view: dict[str, Any] = {
         "n": rec.turn,
         "action_type": rec.action_type,
-        "summary": _summary(rec),
+        "summary": rec.request(),
         "css": "error" if rec.error else ("answer" if rec.action_type == "answer" else ""),
         "observation": rec.observation,
         "thought": rec.thought,

@@ -34,7 +34,10 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omniagent.trajectory import TurnRecord
 
 DEFAULT_MODEL = "harryhsing/OmniAgent-RL-7B"  # the released RL checkpoint (SFT: harryhsing/OmniAgent-SFT-7B)
 TINY_MODEL = "tiny"
@@ -269,15 +272,11 @@ def _fmt_times(times: list[float], limit: int = 6) -> str:
     return ", ".join(f"{t:.2f}" for t in times[: limit - 2]) + f", … , {times[-1]:.2f}"
 
 
-def describe_action(rec: Any) -> str:
-    """What the turn looked at, in one line (e.g. ``get_frames 0.00-20.00 s num=8 -> 8 frames``)."""
-    a = rec.action or {}
+def describe_action(rec: TurnRecord) -> str:
+    """What the turn looked at, in one line (e.g. ``get_frames 0.00-20.00 s num=8 → 8 frames at [...] s``)."""
     kind = rec.action_type
-    if kind is None:
-        return "no valid action"
-    if kind == "answer":
-        return f"answer {json.dumps(a.get('content'))}"
-    span = f"{a.get('start', 0):.2f}-{a.get('end', 0):.2f} s"
+    if kind is None or kind == "answer":
+        return rec.request()
     if rec.error:
         got = "nothing"
     elif kind == "get_frames":
@@ -286,8 +285,7 @@ def describe_action(rec: Any) -> str:
         got = f"audio {rec.timestamps[0]:.2f}-{rec.timestamps[1]:.2f} s" if rec.timestamps else "audio"
     else:
         got = f"clip of {len(rec.timestamps)} frames"
-    num = f" num={a.get('num')}" if kind == "get_frames" else ""
-    return f"{kind} {span}{num} → {got}"
+    return f"{rec.request()} → {got}"
 
 
 class TurnPrinter:

@@ -36,6 +36,18 @@ class TurnRecord(BaseModel):
     entropy_is_estimate: bool = False
     token_logprobs: list[float] | None = None
 
+    def request(self) -> str:
+        """The action as one line: ``get_frames 0.00-20.00 s num=8``, ``answer "B"``, ``no valid action``."""
+        a = self.action or {}
+        if self.action_type is None:
+            return "no valid action"
+        if self.action_type == "answer":
+            return f"answer {json.dumps(a.get('content'))}"
+        span = f"{float(a.get('start', 0)):.2f}-{float(a.get('end', 0)):.2f} s"
+        return f"{self.action_type} {span}" + (
+            f" num={a.get('num')}" if self.action_type == "get_frames" else ""
+        )
+
 
 class Trajectory(BaseModel):
     id: str

@@ -35,7 +35,8 @@ import numpy as np
 from envs.env import EnvLimits, OmniVideoEnv
 from envs.errors import MediaError, MediaReadError
 from envs.media import MediaInfo, MediaSource
-from envs.messages import SAMPLE_RATE, text_part
+from envs.messages import text_part
+from envs.percepts import audio_parts, clip_parts, frame_parts
 from envs.tasks import LETTERS, Task
 from omniagent.passive import SingleTurnContext, single_turn_episode
 from omniagent.policy import Policy
@@ -401,44 +402,17 @@ def _raw_builder(
             if p["action"] == "get_frames":
                 num = 1 if end == start else min(int(p.get("num") or len(p["timestamps"])), limits.max_frames)
                 got = source.frames(start, end, num)
-                parts.append(text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(got)}):"))
-                for f in got:
-                    parts += [
-                        text_part(f"\nFrame at {f.time:.2f}s:"),
-                        {"type": "image", "image": f.image, "timestamp": f.time},
-                    ]
+                parts += [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(got)}):"), *frame_parts(got)]
                 frames, times = len(got), [f.time for f in got]
                 shown = "You are shown again the frames you looked at earlier."
             elif p["action"] == "get_audio":
-                samples = source.audio(start, end)
-                parts += [
-                    text_part(f"Audio {start:.2f}s-{end:.2f}s ({end - start:.2f} s):"),
-                    {
-                        "type": "audio",
-                        "audio": samples,
-                        "sampling_rate": SAMPLE_RATE,
-                        "start": start,
-                        "end": end,
-                    },
-                ]
+                parts += audio_parts(source.audio(start, end), start, end)
                 audio_s = end - start
                 shown = "You are played again the audio you listened to earlier."
             else:
                 clip = source.clip(start, end, limits.clip_fps)
                 times = [f.time for f in clip.frames]
-                parts += [
-                    text_part(f"Clip {start:.2f}s-{end:.2f}s:"),
-                    {
-                        "type": "video",
-                        "video": np.stack([f.image for f in clip.frames]),
-                        "timestamps": times,
-                        "fps": clip.fps,
-                        "audio": clip.audio,
-                        "sampling_rate": SAMPLE_RATE,
-                        "start": start,
-                        "end": end,
-                    },
-                ]
+                parts += clip_parts(clip)
                 frames, audio_s = len(times), (end - start if clip.audio is not None else 0.0)
                 shown = "You are shown again the clip you watched earlier."
         except MediaReadError as exc:

@@ -258,17 +258,6 @@ def _load_backends() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def task_options(task: Task, max_turns: int) -> dict[str, Any]:
-    return {
-        "media": task.media,
-        "question": task.question,
-        "task_type": task.task_type,
-        "choices": task.choices,
-        "answer": task.answer,
-        "max_turns": max_turns,
-    }
-
-
 def allowed_numbers(task: Task) -> list[float]:
     """Numbers the un-hinted context already holds (the model may repeat them without a hint)."""
     nums = numbers_in(task.question) + [n for c in task.choices or [] for n in numbers_in(c)]
@@ -509,7 +498,7 @@ def run_synthesis(cfg: dict[str, Any], policy: Policy | None = None, progress: b
                 teacher = TeacherPolicy(policy, hint=hint, seed=seed)
                 try:
                     traj = run_episode(
-                        env, teacher, task_options(task, budget), episode_id=f"{task.id}#{i}", seed=seed
+                        env, teacher, task.env_options(budget), episode_id=f"{task.id}#{i}", seed=seed
                     )
                 except MediaError as exc:
                     error = f"{type(exc).__name__}: {exc}"

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     tb.build_model_inputs = timed_build
     # warm-up turn, not counted: first-call allocations and lazy imports
     env = OmniVideoEnv()
-    run_episode(env, model, {**_options(tasks[0], 1)})
+    run_episode(env, model, tasks[0].env_options(1))
     prompt_seconds.clear()
 
     rows = []
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         policy = TimedPolicy(model, actions)
         n_prompt = len(prompt_seconds)
-        traj = run_episode(env, policy, _options(task, args.max_turns))
+        traj = run_episode(env, policy, task.env_options(args.max_turns))
         builds = prompt_seconds[n_prompt:]
         prompt = sum(builds)
         for k, rec in enumerate(traj.turns):  # turn k's percept is processed by the build of turn k+1
@@ -177,17 +177,6 @@ def main(argv: list[str] | None = None) -> int:
         f"per turn: generate {totals['generate'] / turns * 1e3:.0f} ms, non-model {non_model / turns * 1e3:.0f} ms"
     )
     return 1 if args.check and share > args.target else 0
-
-
-def _options(task: Any, max_turns: int) -> dict[str, Any]:
-    return {
-        "media": task.media,
-        "question": task.question,
-        "task_type": task.task_type,
-        "choices": task.choices,
-        "answer": task.answer,
-        "max_turns": max_turns,
-    }
 
 
 if __name__ == "__main__":
