@@ -133,6 +133,7 @@ class OmniVideoEnv(gym.Env):
                 audio_cache_dir=self.limits.audio_cache_dir,
             )
             self._source = MediaSource(path, cfg)  # raises MediaError for unusable files
+            self._source.prefetch_audio()
         self.media = self._source.info
         self.scorer = get_scorer(task["task_type"])
         self.turn = 0

@@ -10,6 +10,7 @@ a task at ``reset`` with one clear line instead of mid-episode. Requests a usabl
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,6 +120,8 @@ class MediaSource:
         self.path = self.info.path
         self._decoder = None
         self._audio: AudioTrack | None = None
+        self._prefetch: ThreadPoolExecutor | None = None
+        self._prefetch_job: Future[AudioTrack] | None = None
         if self.info.has_video:
             assert self.info.width and self.info.height
             self.frame_size = output_size(self.info.width, self.info.height, self.config.max_side)
@@ -146,17 +149,36 @@ class MediaSource:
         return self._decoder.read(times, spacing, self.config.plan)
 
     # ------------------------------------------------------------------- audio
+    def prefetch_audio(self) -> None:
+        """Start making the audio cache in a background thread (a few seconds per hour of audio), so
+        it overlaps with the model's first turn instead of stalling the first audio request."""
+        if self.info.has_audio and self._audio is None and self._prefetch is None:
+            self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audio-cache")
+            self._prefetch_job = self._prefetch.submit(
+                AudioTrack, self.path, self.info.audio_channels, self.config.audio_cache_dir
+            )
+
     def _track(self) -> AudioTrack:
         if not self.info.has_audio:
             raise MediaReadError("this file has no audio track; use get_frames instead", code="no_audio")
         if self._audio is None:
             try:
-                self._audio = AudioTrack(self.path, self.info.audio_channels, self.config.audio_cache_dir)
+                if self._prefetch_job is not None:
+                    self._audio = self._prefetch_job.result()
+                else:
+                    self._audio = AudioTrack(self.path, self.info.audio_channels, self.config.audio_cache_dir)
             except MediaError as exc:
                 raise MediaReadError(
                     f"the audio track cannot be decoded: {exc.reason}", code="bad_audio"
                 ) from exc
+            finally:
+                self._stop_prefetch()
         return self._audio
+
+    def _stop_prefetch(self, wait: bool = True) -> None:
+        if self._prefetch is not None:
+            self._prefetch.shutdown(wait=wait)  # not waiting: a started extraction still fills the cache
+            self._prefetch = self._prefetch_job = None
 
     def audio(self, start: float, end: float) -> np.ndarray:
         """Mono float32 samples at 16 kHz for [start, end)."""
@@ -174,6 +196,7 @@ class MediaSource:
         return Clip(frames=frames, audio=audio, start=start, end=end, fps=fps)
 
     def close(self) -> None:
+        self._stop_prefetch(wait=False)
         if self._decoder is not None:
             self._decoder.close()
             self._decoder = None

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
-from media_factory import read_barcode
+from media_factory import read_barcode, tone_energy
 
 import envs
 from envs.env import OmniVideoEnv
@@ -347,3 +347,17 @@ def test_context_size_does_not_grow_with_old_media(env: OmniVideoEnv) -> None:
         sizes.append(sum(p["image"].nbytes for m in obs for p in m["content"] if p["type"] == "image"))
     assert len(set(sizes)) == 1
     assert re.search(r"Turn 11 of 12", message_text(obs[-1]))
+
+
+def test_reset_starts_the_audio_cache_in_the_background(video_path: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    e = OmniVideoEnv(
+        media=str(video_path), question="q", task_type="num", answer=1, limits={"audio_cache_dir": str(cache)}
+    )
+    e.reset()
+    e.source._prefetch_job.result(timeout=60)  # made without any audio request
+    assert len(list(cache.glob("*.wav"))) == 1
+    obs, _, _, _, info = e.step(turn({"type": "get_audio", "start": 3.0, "end": 4.0}))
+    (audio,) = [p for p in obs[-1]["content"] if p["type"] == "audio"]
+    assert info["error"] is None and tone_energy(audio["audio"], 1000) > 0.8
+    e.close()
