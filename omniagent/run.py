@@ -51,13 +51,23 @@ EXIT_INTERRUPTED = 130
 
 
 # ------------------------------------------------------------------------------------------ arguments
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show defaults, except where the help text already explains one or there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "(default:" in text or action.default in (None, argparse.SUPPRESS, False):
+            return text
+        return super()._get_help_string(action) or text
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m omniagent.run",
         description="Answer a question about a long video or audio file by active perception.",
         epilog="Exit codes: 0 ok (also 'no answer within the turn budget'), 2 unusable media or bad "
         "arguments, 3 policy/backend error, 130 interrupted (partial trajectory saved).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("media", help="video or audio file")
     p.add_argument("question", help="the question to answer")
