@@ -1,13 +1,13 @@
 """Agentic SFT of the Qwen2.5-Omni thinker on per-turn teacher samples, through verl's SFT trainer.
 
-    python rl/train_sft.py +sft_exp=7b data.train_files=/data/sft/train.parquet   # torchrun + verl
-    python rl/train_sft.py +sft_exp=7b --cfg job                                  # print the composed config
-    python rl/train_sft.py +sft_exp=tiny data.train_files=/tmp/sft.parquet        # CPU: plain-torch steps
-    python rl/train_sft.py +sft_exp=tiny omni_sft.mode=print ...                  # show the torchrun command
+    python rl/train_sft.py +exp=7b data.train_files=/data/sft/train.parquet   # torchrun + verl
+    python rl/train_sft.py +exp=7b --cfg job                                  # print the composed config
+    python rl/train_sft.py +exp=tiny data.train_files=/tmp/sft.parquet        # CPU: plain-torch steps
+    python rl/train_sft.py +exp=tiny omni_sft.mode=print ...                  # show the torchrun command
 
-Config: ``conf/sft.yaml`` = verl's ``sft_trainer_engine`` (found through ``hydra.searchpath:
-pkg://verl.trainer.config``) + our settings, with one experiment from the ``sft_exp`` group
-(``conf/sft_exp/{7b,tiny}.yaml``; ``conf/exp/`` belongs to the RL config). The ``omni_sft`` section is
+Config: ``conf/sft/sft.yaml`` = verl's ``sft_trainer_engine`` (found through ``hydra.searchpath:
+pkg://verl.trainer.config``) + our settings, with one experiment from its own ``exp`` group
+(``conf/sft/exp/{7b,tiny}.yaml``; ``conf/exp/`` is the RL config's). The ``omni_sft`` section is
 the launcher's and is removed before verl sees the config.
 
 ``omni_sft.mode``:
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO_ROOT / "conf" / "sft"  # own folder, so `+exp=` names SFT experiments (conf/exp/ is RL's)
 if str(REPO_ROOT) not in sys.path:  # `python rl/train_sft.py` puts rl/, not the repo, on sys.path
     sys.path.insert(0, str(REPO_ROOT))
 
@@ -53,7 +54,7 @@ def compose(overrides: list[str] | None = None, config_name: str = "sft") -> Any
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         return hydra_compose(config_name=config_name, overrides=list(overrides or []))
 
 
@@ -299,7 +300,7 @@ def main() -> None:
         return
     import hydra
 
-    @hydra.main(config_path=str(REPO_ROOT / "conf"), config_name="sft", version_base=None)
+    @hydra.main(config_path=str(CONF_DIR), config_name="sft", version_base=None)
     def _main(cfg: Any) -> None:
         launch(cfg)
 

@@ -290,7 +290,7 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
 
     from rl.train_sft import _placeholders, launch, torchrun_command, verl_config, write_verl_config
 
-    cfg = compose_sft(["+sft_exp=7b", f"omni_sft.run_dir={tmp_path}"])
+    cfg = compose_sft(["+exp=7b", f"omni_sft.run_dir={tmp_path}"])
     assert cfg.optim.lr == 1e-5 and cfg.trainer.total_epochs == 2 and cfg.data.max_length == 65536
     assert list(cfg.omni_sft.freeze) == ["visual", "audio_tower"] and cfg.engine.strategy == "fsdp2"
     assert (
@@ -316,7 +316,7 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     assert launch(OmegaConf.merge(cfg, {"omni_sft": {"mode": "print"}})) == cmd  # nothing runs
     with pytest.raises(SystemExit, match="set these paths first"):
         launch(cfg)
-    tiny = compose_sft(["+sft_exp=tiny"])
+    tiny = compose_sft(["+exp=tiny"])
     assert tiny.omni_sft.mode == "local" and tiny.omni_sft.tiny.build and tiny.trainer.n_gpus_per_node == 1
 
 
@@ -326,7 +326,7 @@ def test_local_mode_trains_through_the_dataset_class(compose_sft: Any, parquet: 
 
     cfg = compose_sft(
         [
-            "+sft_exp=tiny",
+            "+exp=tiny",
             f"model.path={tiny_dir}",
             f"data.train_files={parquet}",
             "omni_sft.local.steps=2",
