@@ -12,9 +12,8 @@
 #
 # What it does:
 #   1. preflight: GPU, vLLM, verl versions;
-#   2. builds the tiny thinker (omniagent/tiny_model.py) into a folder (conf/exp/tiny.yaml reads
-#      $OMNIAGENT_TINY_MODEL);
-#   3. makes 2 synthetic videos with tasks (envs/synth.py) and turns them into verl RL parquet rows
+#   2. builds the tiny thinker (omniagent/tiny_model.py) into a folder, passed as actor_rollout_ref.model.path;
+#   3. makes 2 synthetic videos with tasks (envs/synth/) and turns them into verl RL parquet rows
 #      (rl/rl_dataset.py; every row names the `omniagent` agent loop);
 #   4. writes a sitecustomize.py (rl/omni_plugin.py: write_vllm_sitecustomize) and puts it first on PYTHONPATH,
 #      so every vLLM process can serve the thinker-only checkpoint -- a stopgap until pyproject declares the
@@ -69,7 +68,6 @@ cp "$DATA/train.parquet" "$DATA/val.parquet"  # never read: validation is off be
 echo "== 4/5 vLLM registration shim"
 "$PYTHON" -c "from rl.omni_plugin import write_vllm_sitecustomize; print(write_vllm_sitecustomize('$WORK/pyhook'))"
 export PYTHONPATH="$WORK/pyhook:$REPO${PYTHONPATH:+:$PYTHONPATH}"  # Ray workers inherit it (rl/verl_trainer.py)
-export OMNIAGENT_TINY_MODEL="$MODEL"
 
 # flash-attn makes verl's packed (remove-padding) actor forward correct; without it, pad instead.
 ATTN_ARGS=()

@@ -1,4 +1,4 @@
-"""Benchmark adapters on small hand-written annotation files (omniagent/datasets.py)."""
+"""Benchmark adapters on small hand-written annotation files (omniagent/datasets/)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The evaluation runner, its resume logic, summaries and the hydra entry point (omniagent/evaluate.py,
+"""The evaluation runner, its resume logic, summaries and the hydra entry point (omniagent/evaluate.py, eval_runner.py, eval_results.py,
 omniagent/summary.py, scripts/eval.py), on a small synthetic benchmark with scripted policies."""
 
 from __future__ import annotations

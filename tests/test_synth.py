@@ -1,4 +1,4 @@
-"""Tests for the task schema (envs/tasks.py) and the synthetic long-media engine (envs/synth.py).
+"""Tests for the task schema (envs/tasks.py) and the synthetic long-media engine (envs/synth/).
 
 The engine's promise is that answers and evidence intervals are true by construction, so these tests
 decode the media it wrote and look for each event where the timeline says it is (and not elsewhere).

@@ -1,0 +1,138 @@
+"""The engine's vocabulary (event kinds, colours, tones, words), :class:`SynthConfig` and its seeded
+random streams."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from envs.synth.barcode import MAX_FRAME_INDEX, MIN_VIDEO_WIDTH
+
+GENERATOR_VERSION = "omniagent-synth-1"
+SOURCE_NAME = "omniagent-synth"
+
+EventKind = Literal["shape", "digit", "word", "flash", "static", "tone", "speech", "beep_shape"]
+VIDEO_KINDS: tuple[str, ...] = ("shape", "digit", "word", "flash", "static", "tone", "speech", "beep_shape")
+AUDIO_KINDS: tuple[str, ...] = ("tone", "speech", "static")
+VISUAL_ONLY_KINDS = frozenset({"shape", "digit", "word", "flash"})
+NEEDS_AUDIO_KINDS = frozenset({"tone", "speech", "beep_shape"})
+
+MIN_SLOT_SECONDS = 4.0
+SLOT_MARGIN = 0.5
+
+SHAPE_COLORS: dict[str, tuple[int, int, int]] = {
+    "red": (235, 30, 30),
+    "green": (30, 200, 60),
+    "blue": (40, 70, 235),
+    "yellow": (240, 225, 30),
+    "magenta": (225, 40, 225),
+    "cyan": (30, 215, 225),
+    "orange": (250, 140, 20),
+}
+SHAPES = ("square", "circle", "triangle")
+TONE_FREQS = (500.0, 700.0, 1000.0, 1400.0, 2000.0, 2800.0)
+HUM_FREQS = (110.0, 130.0, 150.0, 170.0, 190.0, 220.0, 250.0)
+SCREEN_WORDS = (
+    "SUN", "MOON", "STAR", "TREE", "BIRD", "FISH", "BOAT", "LAMP", "KING", "ROSE", "CAKE", "DOOR",
+    "FROG", "GOLD", "HAT", "JAM", "KITE", "LION", "MILK", "NEST", "OWL", "PEN", "QUIZ", "RAIN",
+    "SHIP", "TOY", "VASE", "WOLF", "YAK", "ZOO",
+)  # fmt: skip
+SPOKEN_WORDS = (
+    "apple", "river", "orange", "mountain", "window", "pencil", "garden", "rocket", "purple",
+    "candle", "tiger", "violin", "bottle", "planet", "dragon", "silver", "banana", "thunder",
+    "castle", "penguin", "blanket", "coffee", "dolphin", "engine", "forest", "guitar", "harbor",
+    "island", "jacket", "ladder", "marble", "ocean",
+)  # fmt: skip
+MAX_DISTINCT_SPOKEN = 16
+
+
+class SynthConfig(BaseModel):
+    """Everything that determines one synthetic media file and its tasks (with the seed)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = 0
+    duration: float = Field(60.0, ge=10.0, le=12 * 3600.0, description="seconds")
+    mode: Literal["video", "audio"] = "video"
+    width: int = Field(160, ge=MIN_VIDEO_WIDTH, le=3840)
+    height: int = Field(90, ge=24, le=2160)
+    fps: int = Field(5, ge=1, le=60)
+    audio: bool = Field(True, description="video mode: mux an audio track")
+    sample_rate: int = Field(16_000, ge=8_000, le=48_000)
+    audio_format: Literal["wav", "flac", "mp3"] = "wav"
+    n_events: int | None = Field(None, ge=1, description="event groups; default scales with duration")
+    event_kinds: tuple[EventKind, ...] | None = Field(None, description="default: all kinds for the mode")
+    segment_seconds: tuple[float, float] = (10.0, 40.0)
+    speech: bool = Field(True, description="speak words with espeak-ng when it is installed")
+    crf: int = Field(23, ge=0, le=51)
+    preset: str = "veryfast"
+    gop: int | None = Field(None, ge=1, description="keyframe interval in frames; default 2 s")
+    threads: int = Field(2, ge=1, le=64)
+    encoder: Literal["auto", "ffmpeg", "pyav"] = "auto"
+    max_tasks_per_template: int = Field(3, ge=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> SynthConfig:
+        if self.width % 2 or self.height % 2:
+            raise ValueError("width and height must be even (yuv420p)")
+        lo, hi = self.segment_seconds
+        if not 1.0 <= lo <= hi:
+            raise ValueError("segment_seconds must be (min, max) with 1 <= min <= max")
+        if self.mode == "video" and round(self.duration * self.fps) > MAX_FRAME_INDEX:
+            raise ValueError("too many frames for the frame-index barcode")
+        kinds = self.kinds
+        allowed = VIDEO_KINDS if self.mode == "video" else AUDIO_KINDS
+        bad = [k for k in kinds if k not in allowed]
+        if bad:
+            raise ValueError(f"event kinds {bad} not available in {self.mode} mode")
+        if self.mode == "video" and not self.audio:
+            needs = [k for k in kinds if k in NEEDS_AUDIO_KINDS]
+            if needs and self.event_kinds is not None:
+                raise ValueError(f"event kinds {needs} need audio=True")
+        if not kinds:
+            raise ValueError("no event kinds to place")
+        if self.duration / self.groups < MIN_SLOT_SECONDS:
+            raise ValueError(
+                f"{self.groups} events do not fit in {self.duration} s (at most one per {MIN_SLOT_SECONDS} s)"
+            )
+        return self
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        if self.event_kinds is not None:
+            return tuple(dict.fromkeys(self.event_kinds))
+        if self.mode == "audio":
+            return AUDIO_KINDS
+        if not self.audio:
+            return tuple(k for k in VIDEO_KINDS if k not in NEEDS_AUDIO_KINDS)
+        return VIDEO_KINDS
+
+    @property
+    def groups(self) -> int:
+        """Number of event groups (slots) on the timeline."""
+        if self.n_events is not None:
+            return self.n_events
+        wanted = max(len(self.kinds), int(self.duration // 10))
+        return max(1, min(wanted, int(self.duration // MIN_SLOT_SECONDS)))
+
+    @property
+    def n_frames(self) -> int:
+        return int(round(self.duration * self.fps))
+
+    @property
+    def n_samples(self) -> int:
+        return int(round(self.duration * self.sample_rate))
+
+    @property
+    def has_audio(self) -> bool:
+        return self.mode == "audio" or self.audio
+
+    @property
+    def extension(self) -> str:
+        return "mp4" if self.mode == "video" else self.audio_format
+
+
+def _rng(cfg: SynthConfig, *stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([cfg.seed & 0xFFFFFFFF, cfg.seed >> 32, *stream]))

@@ -1,0 +1,365 @@
+"""Adapters for published benchmarks (Video-MME, LVBench, Daily-Omni, WorldSense, LongVALE,
+VSI-Bench), following each release's field names, and for the synthetic benchmark of :mod:`envs.synth`."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from envs.tasks import LETTERS, Task
+from omniagent.datasets.core import DatasetError, Row, RowError
+from omniagent.datasets.fields import (
+    _candidates,
+    _choices,
+    _format,
+    _get,
+    _letter,
+    _qhash,
+    _resolve,
+    _task,
+    parse_timestamp,
+)
+from omniagent.datasets.registry import Produced, register_dataset
+
+
+@register_dataset("videomme")
+def videomme(row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any) -> Task:
+    """Video-MME (the ``videomme/test-*.parquet`` release, or the same records as JSON/JSONL).
+
+    Fields per question: ``video_id`` ("001"), ``duration`` ("short" | "medium" | "long"), ``domain``,
+    ``sub_category``, ``url``, ``videoID`` (the YouTube id, also the file name), ``question_id``
+    ("001-1"), ``task_type`` (e.g. "Counting Problem"), ``question``, ``options`` (["A. ...", "B. ...",
+    "C. ...", "D. ..."]), ``answer`` ("A".."D"). Media: ``{videoID}.mp4`` under the media root (also
+    tried: ``data/``, ``videos/`` sub-folders, ``.mkv``). ``Task.extra`` keeps ``category``
+    (= task_type), ``duration_label``, ``domain`` and ``sub_category``; subtitles are not used.
+    """
+    vid = str(_get(row, "videoID", "video_name", "youtube_id"))
+    choices = _choices(row, _get(row, "options"))
+    defaults = [f"{vid}.mp4", f"data/{vid}.mp4", f"videos/{vid}.mp4", f"{vid}.mkv"]
+    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
+    return _task(
+        row,
+        id=f"videomme-{_get(row, 'question_id')}",
+        media=_resolve(media_root, cands),
+        question=str(_get(row, "question")),
+        task_type="mcq",
+        choices=choices,
+        answer=_letter(row, _get(row, "answer"), choices),
+        source="videomme",
+        extra={
+            "category": _get(row, "task_type", required=False),
+            "duration_label": _get(row, "duration", required=False),
+            "domain": _get(row, "domain", required=False),
+            "sub_category": _get(row, "sub_category", required=False),
+            "video_id": _get(row, "video_id", required=False),
+        },
+    )
+
+
+_EMBEDDED_OPTION = re.compile(r"^\s*\(([A-Z])\)\s*(.*\S)\s*$")
+
+
+def _embedded_options(row: Row, text: str) -> tuple[str, list[str]]:
+    """LVBench puts the options in the question: ``"Q?\n(A) x\n(B) y"`` -> (``"Q?"``, [x, y])."""
+    stem: list[str] = []
+    options: list[str] = []
+    for line in str(text).splitlines():
+        m = _EMBEDDED_OPTION.match(line)
+        if m and m.group(1) == LETTERS[len(options)]:
+            options.append(m.group(2))
+        elif options:
+            options[-1] += " " + line.strip()
+        else:
+            stem.append(line)
+    if len(options) < 2:
+        raise RowError(row.where, "no '(A) ...' option lines found in the question")
+    return "\n".join(stem).strip(), options
+
+
+def _span(text: Any) -> list[float] | None:
+    """``"00:15-00:19"`` / ``"1:02:03-1:02:10"`` -> [start, end] seconds; None when unparseable."""
+    if not isinstance(text, str) or "-" not in text:
+        return None
+    a, _, b = text.partition("-")
+    try:
+        start, end = parse_timestamp(a), parse_timestamp(b)
+    except ValueError:
+        return None
+    return [start, end] if 0 <= start <= end else None
+
+
+@register_dataset("lvbench")
+def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any) -> list[Task]:
+    """LVBench (``video_info.meta.jsonl``): one record per video holding its questions.
+
+    Fields: ``key`` (the YouTube id, also the file name), ``type`` (video category), ``video_info``
+    ({``duration_minutes``, ``fps``, ...}), ``qa``: a list of {``uid``, ``question`` (the stem followed
+    by option lines ``"(A) ..."``), ``answer`` ("A".."D"), ``question_type`` (a list of categories),
+    ``time_reference`` ("MM:SS-MM:SS", the evidence span)}. Media: ``{key}.mp4``. Each question
+    becomes one mcq task with ``evidence`` from ``time_reference`` when it parses.
+    """
+    key = str(_get(row, "key", "video_id"))
+    defaults = [f"{key}.mp4", f"videos/{key}.mp4", f"{key}.mkv"]
+    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
+    media = _resolve(media_root, cands)
+    qa = _get(row, "qa")
+    if not isinstance(qa, list):
+        raise RowError(row.where, "'qa' must be a list of questions")
+    tasks = []
+    for i, q in enumerate(qa):
+        sub = Row(q if isinstance(q, dict) else {}, f"{row.where} qa[{i}]")
+        if not isinstance(q, dict):
+            raise RowError(sub.where, "each qa entry must be an object")
+        stem, options = _embedded_options(sub, _get(sub, "question"))
+        span = _span(q.get("time_reference"))
+        qtype = q.get("question_type")
+        tasks.append(
+            _task(
+                sub,
+                id=f"lvbench-{_get(sub, 'uid', default=f'{key}-{i}', required=False)}",
+                media=media,
+                question=stem,
+                task_type="mcq",
+                choices=options,
+                answer=_letter(sub, _get(sub, "answer"), options),
+                evidence=[span] if span else None,
+                source="lvbench",
+                extra={
+                    "category": ", ".join(qtype) if isinstance(qtype, list) else qtype,
+                    "video_type": row.data.get("type"),
+                    "time_reference": q.get("time_reference"),
+                },
+            )
+        )
+    return tasks
+
+
+@register_dataset("dailyomni")
+def dailyomni(row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any) -> Task:
+    """Daily-Omni (``qa.json``): a list of audio-visual multiple-choice questions.
+
+    Fields: ``video_id``, ``Question``, ``Choice`` (["A. ...", ...]), ``Answer`` ("A".."D"), ``Type``
+    (question category, e.g. "AV Event Alignment"), ``video_duration`` ("30s" | "60s"),
+    ``content_parent_category``, ``content_fine_category``. Media (first that exists):
+    ``{video_id}/{video_id}_video.mp4``, ``Videos/{video_id}/{video_id}_video.mp4``, ``{video_id}.mp4``.
+    The id is ``dailyomni-{video_id}-{hash of the question}`` (the release has no question id).
+    """
+    vid = str(_get(row, "video_id"))
+    question = str(_get(row, "Question", "question"))
+    choices = _choices(row, _get(row, "Choice", "choices", "options"))
+    defaults = [f"{vid}/{vid}_video.mp4", f"Videos/{vid}/{vid}_video.mp4", f"{vid}.mp4"]
+    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
+    return _task(
+        row,
+        id=f"dailyomni-{_get(row, 'id', 'qid', required=False, default=f'{vid}-{_qhash(question)}')}",
+        media=_resolve(media_root, cands),
+        question=question,
+        task_type="mcq",
+        choices=choices,
+        answer=_letter(row, _get(row, "Answer", "answer"), choices),
+        source="dailyomni",
+        extra={
+            "category": _get(row, "Type", "type", required=False),
+            "duration_label": _get(row, "video_duration", required=False),
+            "domain": _get(row, "content_parent_category", required=False),
+        },
+    )
+
+
+@register_dataset("worldsense")
+def worldsense(
+    row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any
+) -> list[Task]:
+    """WorldSense (``worldsense_qa.json``): a dict keyed by video id, each holding ``task1``, ``task2``...
+
+    Per video: ``video_id`` (else the dict key), ``duration``, ``domain``, ``sub_category``, and
+    ``taskN`` = {``question``, ``candidates`` (["A. ...", ...]), ``answer`` ("A".."D"),
+    ``task_domain``, ``task_type``}. Flat records (the lmms-eval parquet: ``video``/``video_id``,
+    ``question``, ``candidates``, ``answer``, ``task_type``, ``task_domain``, ``index``) work too.
+    Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``).
+    """
+    vid = str(_get(row, "video_id", "video", "_key"))
+    vid = Path(vid).stem if vid.endswith(".mp4") else vid
+    defaults = [f"{vid}.mp4", f"videos/{vid}.mp4"]
+    data = {**row.data, "video_id": vid}
+    cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
+    media = _resolve(media_root, cands)
+    if "question" in row.data:
+        items = [
+            (str(_get(row, "index", "id", required=False, default=_qhash(str(row.data["question"])))), row)
+        ]
+    else:
+        keys = sorted((k for k in row.data if re.fullmatch(r"task\d+", str(k))), key=lambda k: int(k[4:]))
+        if not keys:
+            raise RowError(row.where, "no 'question' field and no 'task1', 'task2', ... entries")
+        items = []
+        for k in keys:
+            if not isinstance(row.data[k], dict):
+                raise RowError(f"{row.where} {k}", "each taskN entry must be an object")
+            items.append((k, Row(row.data[k], f"{row.where} {k}")))
+    tasks = []
+    for suffix, sub in items:
+        choices = _choices(sub, _get(sub, "candidates", "options"))
+        tasks.append(
+            _task(
+                sub,
+                id=f"worldsense-{vid}-{suffix}",
+                media=media,
+                question=str(_get(sub, "question")),
+                task_type="mcq",
+                choices=choices,
+                answer=_letter(sub, _get(sub, "answer"), choices),
+                source="worldsense",
+                extra={
+                    "category": _get(sub, "task_type", required=False),
+                    "task_domain": _get(sub, "task_domain", required=False),
+                    "domain": row.data.get("domain"),
+                },
+            )
+        )
+    return tasks
+
+
+LONGVALE_QUESTION = (
+    'When does the following happen in the video: "{sentence}"? Give the interval [start, end] in seconds.'
+)
+
+
+@register_dataset("longvale")
+def longvale(
+    row: Row,
+    media_root: Any,
+    media_template: str | list[str] | None = None,
+    question_template: str = LONGVALE_QUESTION,
+    **_: Any,
+) -> list[Task]:
+    """LongVALE temporal grounding (ActivityNet-Captions style ``{video_id: {...}}`` JSON).
+
+    Per video: ``duration`` (seconds), ``timestamps`` ([[start, end], ...]) and ``sentences`` (one
+    omni-modal event caption per timestamp). Each (sentence, span) becomes one ``tr`` task whose
+    answer is ``[[start, end]]``; spans running past ``duration`` are clipped to it (recorded in
+    ``extra.clipped``). Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``).
+    """
+    vid = str(_get(row, "video_id", "_key"))
+    data = {**row.data, "video_id": vid}
+    defaults = [f"{vid}.mp4", f"videos/{vid}.mp4"]
+    cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
+    media = _resolve(media_root, cands)
+    try:
+        duration = float(_get(row, "duration"))
+    except (TypeError, ValueError):
+        raise RowError(row.where, f"duration must be a number, got {row.data.get('duration')!r}") from None
+    spans, sentences = _get(row, "timestamps"), _get(row, "sentences")
+    if not isinstance(spans, list) or not isinstance(sentences, list) or len(spans) != len(sentences):
+        raise RowError(row.where, "'timestamps' and 'sentences' must be lists of the same length")
+    tasks = []
+    for i, (span, sentence) in enumerate(zip(spans, sentences, strict=True)):
+        where = f"{row.where} [{i}]"
+        if not isinstance(span, list | tuple) or len(span) != 2:
+            raise RowError(where, f"timestamp must be [start, end], got {span!r}")
+        try:
+            start, end = float(span[0]), float(span[1])
+        except (TypeError, ValueError):
+            raise RowError(where, f"timestamp bounds must be numbers, got {span!r}") from None
+        clipped = end > duration
+        end = min(end, duration)
+        tasks.append(
+            _task(
+                Row({}, where),
+                id=f"longvale-{vid}-{i}",
+                media=media,
+                question=question_template.format(sentence=str(sentence).strip()),
+                task_type="tr",
+                answer=[[start, end]],
+                evidence=[[start, end]],
+                source="longvale",
+                duration=duration,
+                extra={"category": "temporal_grounding", "sentence": sentence, "clipped": clipped},
+            )
+        )
+    return tasks
+
+
+VSI_NUMERIC = {
+    "object_counting": "num",
+    "object_abs_distance": "num",
+    "object_size_estimation": "size",
+    "room_size_estimation": "size",
+}
+
+
+@register_dataset("vsibench")
+def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any) -> Task:
+    """VSI-Bench (``test-*.parquet`` / ``test.jsonl``): spatial questions about indoor scene videos.
+
+    Fields: ``id`` (int), ``dataset`` ("arkitscenes" | "scannet" | "scannetpp"), ``scene_name``,
+    ``question_type``, ``question``, ``options`` (["A. ...", ...] or null), ``ground_truth`` (a number as
+    text for numeric types, else a letter). Numeric types become ``num`` (object_counting,
+    object_abs_distance) or ``size`` (object_size_estimation, room_size_estimation) tasks scored by
+    MRA; the rest are mcq. Media: ``{dataset}/{scene_name}.mp4`` (also ``{scene_name}.mp4``).
+    """
+    scene = str(_get(row, "scene_name"))
+    qtype = str(_get(row, "question_type"))
+    defaults = [f"{row.data.get('dataset', '')}/{scene}.mp4", f"{scene}.mp4"]
+    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
+    truth = _get(row, "ground_truth", "answer")
+    choices = None
+    if qtype in VSI_NUMERIC:
+        kind = VSI_NUMERIC[qtype]
+        try:
+            answer: Any = float(str(truth).strip())
+        except ValueError:
+            raise RowError(row.where, f"{qtype} ground_truth must be a number, got {truth!r}") from None
+    else:
+        kind = "mcq"
+        choices = _choices(row, _get(row, "options"))
+        answer = _letter(row, truth, choices)
+    return _task(
+        row,
+        id=f"vsibench-{_get(row, 'id')}",
+        media=_resolve(media_root, cands),
+        question=str(_get(row, "question")),
+        task_type=kind,
+        choices=choices,
+        answer=answer,
+        source="vsibench",
+        extra={"category": qtype, "dataset": row.data.get("dataset")},
+    )
+
+
+@register_dataset("synthetic", per_row=False)
+def synthetic(
+    files: list[Path],
+    media_root: Any = None,
+    out_dir: str | None = None,
+    seed: int = 0,
+    n_videos: int = 2,
+    durations: list[float] | tuple[float, ...] = (60.0, 600.0),
+    mode: str = "video",
+    config: dict[str, Any] | None = None,
+    split: str = "test",
+    **_: Any,
+) -> Produced:
+    """The synthetic long-media benchmark of :mod:`envs.synth`, generated (or reused) in ``out_dir``.
+
+    Deterministic in (``seed``, ``n_videos``, ``durations``, ``mode``, ``config``); files whose
+    sidecar hash matches are reused. Annotation files, if given, are ignored.
+    """
+    from envs.synth import generate_benchmark
+
+    target = out_dir or media_root
+    if target is None:
+        raise DatasetError("the synthetic dataset needs out_dir (where to write media and tasks)")
+    tasks = generate_benchmark(
+        os.path.expanduser(str(target)),
+        seed=int(seed),
+        n_videos=int(n_videos),
+        durations=[float(d) for d in durations],
+        mode=mode,  # type: ignore[arg-type]
+        config=dict(config or {}),
+        split=split,
+    )
+    where = str(Path(os.path.expanduser(str(target))) / "tasks.jsonl")
+    return [(f"{where}:{i + 1}", t) for i, t in enumerate(tasks)]

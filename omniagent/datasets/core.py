@@ -1,0 +1,79 @@
+"""What loading produces: annotation records (:class:`Row`), their errors, :class:`LoadedDataset` and
+the missing-media check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envs.tasks import Task
+
+
+class DatasetError(ValueError):
+    """Malformed annotations or duplicate task ids; the message names file and row of each problem."""
+
+
+@dataclass
+class MissingMedia:
+    task_id: str
+    media: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.task_id}: {self.media}: {self.reason}"
+
+
+@dataclass
+class LoadedDataset:
+    name: str
+    tasks: list[Task]
+    missing: list[MissingMedia] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        text = f"{self.name}: {len(self.tasks)} task(s) from {', '.join(self.files) or '-'}"
+        if self.missing:
+            text += f"; {len(self.missing)} skipped for missing media (first: {self.missing[0]})"
+        return text
+
+
+@dataclass
+class Row:
+    """One annotation record and where it came from (for error messages)."""
+
+    data: dict[str, Any]
+    where: str  # "file:row"
+
+
+class RowError(ValueError):
+    """One malformed record; ``where`` is ``file:row``."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+
+
+def check_media(tasks: Iterable[Task]) -> tuple[list[Task], list[MissingMedia]]:
+    """Split tasks into those whose media file exists and is non-empty, and the rest (with reasons)."""
+    ok: list[Task] = []
+    missing: list[MissingMedia] = []
+    cache: dict[str, str | None] = {}
+    for t in tasks:
+        if t.media not in cache:
+            p = Path(t.media)
+            if not p.exists():
+                cache[t.media] = "file not found"
+            elif not p.is_file():
+                cache[t.media] = "not a regular file"
+            elif p.stat().st_size == 0:
+                cache[t.media] = "file is empty (0 bytes)"
+            else:
+                cache[t.media] = None
+        reason = cache[t.media]
+        if reason is None:
+            ok.append(t)
+        else:
+            missing.append(MissingMedia(t.id, t.media, reason))
+    return ok, missing

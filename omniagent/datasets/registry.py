@@ -1,0 +1,112 @@
+"""The adapter registry (:func:`register_dataset`, :data:`DATASETS`) and :func:`load_dataset`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from envs.tasks import Task
+from omniagent.datasets.core import DatasetError, LoadedDataset, MissingMedia, RowError, check_media
+from omniagent.datasets.readers import _files, read_rows
+
+Produced = list[tuple[str, "Task | RowError"]]
+DATASETS: dict[str, Callable[..., Produced]] = {}
+
+
+def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register a dataset adapter under ``name``.
+
+    With ``per_row`` (the default) the decorated function is ``fn(row: Row, media_root, **kw) ->
+    Task | list[Task]`` and raises :class:`RowError` for a malformed record; it is applied to every
+    record of every annotation file. Otherwise it is ``fn(files, media_root, **kw) -> list of
+    (where, Task | RowError)`` and handles the files itself.
+    """
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if name in DATASETS:
+            raise ValueError(f"dataset {name!r} is registered twice")
+        if not per_row:
+            DATASETS[name] = fn
+            return fn
+
+        def run(
+            files: list[Path], media_root: Any = None, records_key: str | None = None, **kw: Any
+        ) -> Produced:
+            if not files:
+                raise DatasetError(f"dataset {name!r} needs an annotation file (annotations=...)")
+            out: Produced = []
+            for f in files:
+                for row in read_rows(f, records_key):
+                    try:
+                        made = fn(row, media_root, **kw)
+                    except RowError as exc:
+                        out.append((row.where, exc))
+                        continue
+                    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+                        # a field of the wrong shape the adapter did not anticipate: still name the row
+                        out.append((row.where, RowError(row.where, f"{type(exc).__name__}: {exc}")))
+                        continue
+                    out.extend((row.where, t) for t in (made if isinstance(made, list) else [made]))
+            return out
+
+        run.__doc__ = fn.__doc__
+        run.__name__ = fn.__name__
+        DATASETS[name] = run
+        return fn
+
+    return deco
+
+
+def load_dataset(
+    name: str,
+    annotations: str | os.PathLike[str] | list[Any] | None = None,
+    media_root: str | os.PathLike[str] | None = None,
+    *,
+    limit: int | None = None,
+    check: bool = True,
+    task_types: list[str] | None = None,
+    **kwargs: Any,
+) -> LoadedDataset:
+    """Load a registered dataset. ``annotations``: a file, a folder of files, or a list of them.
+
+    ``media_root`` defaults to the folder of the (first) annotation file. ``task_types`` keeps only
+    those types; ``limit`` keeps the first N tasks in file order (before dropping missing media, so
+    two users with different missing files still attempt the same ids). ``kwargs`` go to
+    the adapter (see each adapter's docstring).
+    """
+    if name not in DATASETS:
+        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
+    adapter = DATASETS[name]
+    files: list[Path] = []
+    if annotations is not None:
+        files = _files(annotations)
+        if media_root is None:
+            media_root = str(files[0].resolve().parent)
+    problems: list[str] = []
+    tasks: list[Task] = []
+    first: dict[str, str] = {}
+    for where, item in adapter(files=files, media_root=media_root, **kwargs):
+        if isinstance(item, RowError):
+            problems.append(str(item))
+            continue
+        if item.id in first:
+            problems.append(f"{where}: duplicate task id {item.id!r} (first at {first[item.id]})")
+            continue
+        first[item.id] = where
+        tasks.append(item)
+    if problems:
+        shown = problems[:20]
+        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise DatasetError(
+            f"{len(problems)} bad annotation(s) in dataset {name!r}:\n" + "\n".join(shown) + more
+        )
+    if task_types:
+        tasks = [t for t in tasks if t.task_type in task_types]
+    if limit is not None:  # before the media check, so every user attempts the same ids
+        tasks = tasks[: int(limit)]
+    missing: list[MissingMedia] = []
+    if check:
+        tasks, missing = check_media(tasks)
+    return LoadedDataset(name=name, tasks=tasks, missing=missing, files=[str(f) for f in files])
