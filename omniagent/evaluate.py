@@ -219,7 +219,7 @@ def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: 
 
 def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any = None) -> dict[str, Any]:
     """Everything ``scripts/eval.py`` does with its composed hydra config; returns the summary."""
-    from omniagent.validity import guard
+    from omniagent.overlap import guard
 
     check_frozen(overrides, bool(cfg.get("unfreeze", False)))
     check_decoding(cfg)

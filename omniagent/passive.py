@@ -9,7 +9,7 @@ the numbers are comparable; :func:`matched_frame_budget` sets ``num_frames`` to 
 frames used, so the two see the same number of frames.
 
 :func:`single_turn_episode` is the shared one-turn harness (the observation-fidelity tool in
-:mod:`omniagent.validity` uses it with other contexts).
+:mod:`omniagent.fidelity` uses it with other contexts).
 """
 
 from __future__ import annotations

@@ -194,7 +194,7 @@ def find_leaks(
 
 
 # --------------------------------------------------------------------------------------------------
-# Reasoning audit: prompt and reply parsing (the HTTP call lives in rl/synthesize.py)
+# Reasoning audit: prompt and reply parsing (the HTTP call lives in rl/audit_judge.py)
 # --------------------------------------------------------------------------------------------------
 
 AUDIT_SYSTEM = """\

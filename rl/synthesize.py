@@ -18,7 +18,9 @@ sample can be re-run alone). Each trajectory then goes through :mod:`rl.sft_filt
 5. dedupe by (media, question, answer) over the whole output.
 
 A judge that cannot be reached, or whose replies do not parse after retries, stops the run with
-:class:`JudgeError` -- a trajectory is never passed or failed without its audit.
+:class:`JudgeError` -- a trajectory is never passed or failed without its audit. The judge client
+(:class:`OpenAIJudge`, :class:`JudgeError`, :func:`build_judge`) lives in :mod:`rl.audit_judge`
+and is re-exported here.
 
 Outputs in ``out_dir`` (append-only; a rerun skips finished task ids and drops the records of a task
 that was cut off mid-way):
@@ -61,17 +63,14 @@ from envs.tasks import Task, load_tasks_jsonl  # noqa: E402
 from omniagent.episode import run_episode  # noqa: E402
 from omniagent.policy import Policy, TurnOutput, make_policy  # noqa: E402
 from omniagent.trajectory import Trajectory, append_jsonl, read_jsonl, write_atomic  # noqa: E402
+from rl.audit_judge import JudgeError, OpenAIJudge, build_judge  # noqa: E402
 from rl.sft_filters import (  # noqa: E402
-    AuditParseError,
-    AuditResult,
     Deduper,
     OutcomeThresholds,
-    build_audit_messages,
     find_leaks,
     hygiene_reasons,
     numbers_in,
     outcome_check,
-    parse_audit_reply,
     reason_code,
 )
 
@@ -86,98 +85,8 @@ DEFAULT_HINT = (
 )
 
 
-class JudgeError(RuntimeError):
-    """The reasoning judge is unreachable or keeps replying garbage: synthesis stops."""
-
-
 class SynthesisError(RuntimeError):
     """A run-level failure (e.g. the teacher failing every episode) that stops synthesis."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Judge
-# --------------------------------------------------------------------------------------------------
-
-
-class OpenAIJudge:
-    """Reasoning audit through any OpenAI-compatible chat-completions endpoint (one call per trajectory)."""
-
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = "EMPTY",
-        timeout: float = 120.0,
-        max_retries: int = 2,
-        retry_wait: float = 1.0,
-        temperature: float = 0.0,
-        max_tokens: int = 2048,
-        aggregate: str = "min",
-        extra_body: dict[str, Any] | None = None,
-    ) -> None:
-        from openai import OpenAI
-
-        if not model:
-            raise ValueError("judge.model must name the judge model as the server knows it")
-        self.base_url, self.model = base_url.rstrip("/"), model
-        self.max_retries, self.retry_wait = int(max_retries), float(retry_wait)
-        self.temperature, self.max_tokens = temperature, max_tokens
-        self.aggregate, self.extra_body = aggregate, dict(extra_body or {})
-        # Retries are ours (visible, bounded); the client's own backoff would hide a dead server.
-        self.client = OpenAI(
-            base_url=self.base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0
-        )
-
-    def _complete(self, messages: list[dict[str, str]]) -> str:
-        import openai
-
-        last: Exception | None = None
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = self.client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,
-                    temperature=self.temperature,
-                    max_tokens=self.max_tokens,
-                    extra_body=self.extra_body or None,
-                )
-                content = resp.choices[0].message.content if resp.choices else None
-                if not content:
-                    raise AuditParseError("the judge returned an empty reply")
-                return content
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                last = exc
-            except openai.APIStatusError as exc:
-                last = exc
-                if exc.status_code < 500 and exc.status_code not in (408, 409, 429):
-                    break  # 4xx: retrying will not help (wrong model name, bad key)
-            except AuditParseError as exc:
-                last = exc
-            if attempt < self.max_retries:
-                time.sleep(self.retry_wait * (attempt + 1))
-        raise JudgeError(
-            f"reasoning judge {self.model!r} at {self.base_url} failed after {self.max_retries + 1} "
-            f"attempt(s): {type(last).__name__}: {str(last).rstrip('.')}. Start the judge server (or fix judge.base_url / "
-            "judge.model) and rerun; finished tasks are kept and skipped."
-        ) from last
-
-    def preflight(self) -> None:
-        """Fail before any teacher work when the judge is not there."""
-        self._complete([{"role": "user", "content": 'Reply with the JSON {"ok": true}.'}])
-
-    def audit(self, traj: Trajectory) -> AuditResult:
-        messages = build_audit_messages(traj)
-        last: AuditParseError | None = None
-        for _ in range(self.max_retries + 1):
-            reply = self._complete(messages)
-            try:
-                return parse_audit_reply(reply, len(traj.turns), self.aggregate)
-            except AuditParseError as exc:
-                last = exc
-        raise JudgeError(
-            f"reasoning judge {self.model!r} at {self.base_url} gave no usable audit for trajectory "
-            f"{traj.id} in {self.max_retries + 1} tries: {last}"
-        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -420,24 +329,6 @@ def select_tasks(cfg: dict[str, Any]) -> list[Task]:
     if data.get("limit"):
         tasks = tasks[: int(data["limit"])]
     return tasks
-
-
-def build_judge(cfg: dict[str, Any]) -> OpenAIJudge | None:
-    if not cfg["filters"]["audit"]["enabled"]:
-        return None
-    j = cfg["judge"]
-    return OpenAIJudge(
-        base_url=j["base_url"],
-        model=j["model"],
-        api_key=j.get("api_key") or "EMPTY",
-        timeout=float(j["timeout"]),
-        max_retries=int(j["max_retries"]),
-        retry_wait=float(j.get("retry_wait", 1.0)),
-        temperature=float(j["temperature"]),
-        max_tokens=int(j["max_tokens"]),
-        aggregate=cfg["filters"]["audit"]["aggregate"],
-        extra_body=j.get("extra_body") or None,
-    )
 
 
 def run_synthesis(cfg: dict[str, Any], policy: Policy | None = None, progress: bool = True) -> dict[str, Any]:

@@ -32,8 +32,8 @@ from omniagent.evaluate import (  # noqa: E402
     PolicyStreakError,
     run_from_config,
 )
+from omniagent.overlap import OverlapError  # noqa: E402
 from omniagent.summary import make_console  # noqa: E402
-from omniagent.validity import OverlapError  # noqa: E402
 
 
 @hydra.main(config_path="../conf", config_name="eval", version_base=None)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from omniagent.fidelity import print_fidelity, run_fidelity  # noqa: E402
 from omniagent.policy import make_policy  # noqa: E402
 from omniagent.trajectory import load_trajectories, write_atomic  # noqa: E402
-from omniagent.validity import print_fidelity, run_fidelity  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from omniagent.datasets import load_dataset  # noqa: E402
-from omniagent.validity import check_overlap  # noqa: E402
+from omniagent.overlap import check_overlap  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -197,7 +197,7 @@ class OraclePolicy(ScriptedPolicy):
 class RandomPolicy(ScriptedPolicy):
     """A seeded random number of random valid perception actions, then a random valid answer.
 
-    Each episode's generator is seeded with ``(seed, hash of media path and question)``, so a task
+    Each episode's generator is seeded with ``(seed, hash of the media file name and question)``, so a task
     gets the same episode whatever worker runs it and in whatever order (resumed runs included);
     change ``seed`` for another draw of the same task.
     """
@@ -218,7 +218,7 @@ class RandomPolicy(ScriptedPolicy):
         self.max_num = max(1, min(int(max_num), self.limits.max_frames))
 
     def reset(self, info: dict[str, Any]) -> None:
-        task_key = zlib.crc32(f"{info['media']['path']}\n{info['task']['question']}".encode())
+        task_key = zlib.crc32(f"{Path(info['media']['path']).name}\n{info['task']['question']}".encode())
         self.rng = np.random.default_rng([self.seed & 0xFFFFFFFF, task_key])
         super().reset(info)
 
