@@ -310,21 +310,20 @@ def register_vllm() -> None:
         ModelRegistry.register_model(VLLM_THINKER_ARCH, f"{__name__}:{VLLM_THINKER_CLASS}")
 
 
-VLLM_SITECUSTOMIZE = f'''"""Written by rl.omni_plugin.write_vllm_sitecustomize (omniagent).
+_SITECUSTOMIZE_TEMPLATE = '''"""Written by rl.omni_plugin.write_vllm_sitecustomize (omniagent).
 
-When any process imports vLLM's model registry, register {VLLM_THINKER_ARCH} as
-rl.omni_plugin:{VLLM_THINKER_CLASS}, so vLLM's engine and worker processes (spawned or forked) can serve
+When any process imports vLLM's model registry ({registry_module}), register {arch} as
+{target}, so vLLM's engine and worker processes (spawned or forked) can serve
 thinker-only Qwen2.5-Omni checkpoints. Imports nothing heavy at interpreter start.
 """
 
 import importlib.abc
 import importlib.util
-import os
 import sys
 
-_TARGET = os.environ.get("OMNIAGENT_VLLM_REGISTRY_MODULE", "{VLLM_REGISTRY_MODULE}")
-_ARCH = "{VLLM_THINKER_ARCH}"
-_CLASS = "{__name__}:{VLLM_THINKER_CLASS}"
+_TARGET = "{registry_module}"
+_ARCH = "{arch}"
+_CLASS = "{target}"
 
 
 class _OmniagentVllmHook(importlib.abc.MetaPathFinder):
@@ -351,11 +350,16 @@ sys.meta_path.insert(0, _OmniagentVllmHook())
 '''
 
 
-def write_vllm_sitecustomize(directory: str | Path) -> Path:
-    """Write :data:`VLLM_SITECUSTOMIZE` as ``<directory>/sitecustomize.py``; put the folder first on PYTHONPATH."""
+def write_vllm_sitecustomize(directory: str | Path, registry_module: str = VLLM_REGISTRY_MODULE) -> Path:
+    """Write ``<directory>/sitecustomize.py``, which registers the thinker architecture when
+    ``registry_module`` (vLLM's model registry) is imported; put the folder first on PYTHONPATH."""
     path = Path(directory) / "sitecustomize.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(VLLM_SITECUSTOMIZE)
+    path.write_text(
+        _SITECUSTOMIZE_TEMPLATE.format(
+            registry_module=registry_module, arch=VLLM_THINKER_ARCH, target=f"{__name__}:{VLLM_THINKER_CLASS}"
+        )
+    )
     return path
 
 

@@ -535,7 +535,7 @@ def test_vllm_registration_shim_fires_on_registry_import(tmp_path):
     import os
     import sys
 
-    shim = omni_plugin.write_vllm_sitecustomize(tmp_path / "hook")
+    shim = omni_plugin.write_vllm_sitecustomize(tmp_path / "hook", registry_module="fakevllm.registry")
     fake = tmp_path / "fake" / "fakevllm"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("")
@@ -548,11 +548,7 @@ def test_vllm_registration_shim_fires_on_registry_import(tmp_path):
         "        self.calls.append((arch, cls))\n"
         "ModelRegistry = _Registry()\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": f"{shim.parent}{os.pathsep}{fake.parent}",
-        "OMNIAGENT_VLLM_REGISTRY_MODULE": "fakevllm.registry",
-    }
+    env = {**os.environ, "PYTHONPATH": f"{shim.parent}{os.pathsep}{fake.parent}"}
     code = "import fakevllm.registry as r; print(r.ModelRegistry.calls)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(
