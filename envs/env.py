@@ -216,8 +216,12 @@ class OmniVideoEnv(gym.Env):
         return self._observation(), reward, terminated, truncated, info
 
     def _error(self, info: dict[str, Any], code: str, message: str) -> list[dict[str, Any]]:
-        info["error"], info["error_message"] = code, message
-        return [text_part(prompts.error_percept(code, message))]
+        self._error_into(info, code, message)
+        return self._error_percept(info)
+
+    @staticmethod
+    def _error_percept(info: dict[str, Any]) -> list[dict[str, Any]]:
+        return [text_part(prompts.error_percept(info["error"], info["error_message"]))]
 
     def _answer(self, action: Answer, info: dict[str, Any]) -> tuple[float, bool, list[dict[str, Any]]]:
         try:
@@ -267,7 +271,7 @@ class OmniVideoEnv(gym.Env):
     def _perceive(self, action: GetFrames | GetAudio | GetClip, info: dict[str, Any]) -> list[dict[str, Any]]:
         span = self._span(action.start, action.end, info)
         if span is None:
-            return [text_part(prompts.error_percept(info["error"], info["error_message"]))]
+            return self._error_percept(info)
         start, end = span
         try:
             if isinstance(action, GetFrames):
@@ -279,7 +283,7 @@ class OmniVideoEnv(gym.Env):
         except MediaReadError as exc:
             return self._error(info, exc.code, str(exc) + ".")
         if info["error"]:
-            return [text_part(prompts.error_percept(info["error"], info["error_message"]))]
+            return self._error_percept(info)
         if info["notes"]:
             content.insert(0, text_part(prompts.adjusted_note(info["notes"]) + "\n"))
         self._percepts.append(
