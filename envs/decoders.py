@@ -10,18 +10,28 @@ Why a plan rather than one seek per frame: an exact seek costs a decode from the
   (a wide scan then decodes about one frame per request, the physical floor); otherwise decode
   forward to the frame nearest the target.
 
-Every returned frame carries its true presentation time, never the requested one.
+Every returned frame carries its true presentation time, never the requested one, and is turned
+upright as players show it (the stream's display rotation, e.g. phone videos shot in portrait).
+
+MPEG program and transport streams (.mpg, .vob, .ts, .m2ts) have no seek index: a seek there is a
+search over timestamps that lands mid-GOP, after its target or past the data near the end. PyAV
+finds the keyframe at or before a target by demuxing (no decoding) from a little earlier, seeks to
+it, and checks that the first decoded frame is at or before the target (else it aims earlier). decord
+returns wrong frames on them and mishandles rotation (see :class:`DecordDecoder`), so
+:func:`make_decoder` reads those files with PyAV instead.
 """
 
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from envs.errors import MediaError, MediaReadError
+from envs.registry import Registry
 
 
 @dataclass
@@ -39,33 +49,72 @@ class ReadPlan:
     max_miss_s: float = 1.0  # a frame further than this from its target means the data ended early
 
 
-DECODERS: dict[str, Callable[..., VideoDecoder]] = {}
+log = logging.getLogger(__name__)
+
+DECODERS: Registry[Callable[..., VideoDecoder]] = Registry("video decoder")
+register_decoder = DECODERS.register
 
 
-def register_decoder(name: str) -> Callable[[type[VideoDecoder]], type[VideoDecoder]]:
-    def deco(cls: type[VideoDecoder]) -> type[VideoDecoder]:
-        DECODERS[name] = cls
-        return cls
+def is_unindexed(path: str) -> bool:
+    """True for containers where a time is found by searching timestamps, not read from an index:
+    MPEG program and transport streams, which FFmpeg flags as allowing timestamp discontinuities."""
+    import av
 
-    return deco
+    with av.open(path) as container:
+        return bool(container.format.flags & av.format.Flags.ts_discont.value)
 
 
-def make_decoder(name: str, path: str, size: tuple[int, int]) -> VideoDecoder:
-    if name not in DECODERS:
-        raise ValueError(f"unknown video decoder {name!r}; known: {', '.join(sorted(DECODERS))}")
-    return DECODERS[name](path, size)
+def make_decoder(name: str, path: str, size: tuple[int, int], rotation: int = 0) -> VideoDecoder:
+    """Open ``path`` with the decoder registered as ``name`` (unknown names raise, listing the known).
+
+    A decoder class with ``seeks_unindexed = False`` is replaced by PyAV (with a warning) on
+    containers without a seek index, one with ``rotates = False`` on rotated videos: decord returns
+    frames 6 to 25 positions off on MPEG-PS/TS files and squashed or crashing rotated frames.
+    """
+    cls = DECODERS[name]
+    why = ""
+    if not getattr(cls, "rotates", True) and round(rotation / 90) % 4:
+        why = "rotated video"
+    elif not getattr(cls, "seeks_unindexed", True) and is_unindexed(path):
+        why = "container without a seek index"
+    if why:
+        log.warning("%s: the %s decoder cannot read a %s correctly; using pyav", path, name, why)
+        cls = DECODERS["pyav"]
+    return cls(path, size, rotation)
 
 
 class VideoDecoder(abc.ABC):
-    """Reads RGB frames of one video stream at output size ``size`` = (width, height)."""
+    """Reads RGB frames of one video stream at output size ``size`` = (width, height), upright.
 
-    def __init__(self, path: str, size: tuple[int, int]) -> None:
+    ``rotation`` is the stream's display rotation in degrees counterclockwise (PyAV's
+    ``VideoFrame.rotation``); frames are decoded in the stored orientation and turned upright.
+    """
+
+    seeks_unindexed = True  # False: cannot read containers without a seek index correctly
+    rotates = True  # False: cannot serve rotated videos upright
+
+    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
         self.path = path
         self.size = size
+        self.turns = round(rotation / 90) % 4  # quarter turns counterclockwise that make it upright
+
+    @property
+    def coded_size(self) -> tuple[int, int]:
+        """(width, height) to decode at, before turning upright."""
+        w, h = self.size
+        return (h, w) if self.turns % 2 else (w, h)
+
+    def upright(self, image: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.rot90(image, self.turns)) if self.turns else image
 
     @abc.abstractmethod
     def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
         """Frames for sorted ``times``; ``spacing`` is the gap between neighbouring requests."""
+
+    @abc.abstractmethod
+    def last_frame(self, hint: float) -> tuple[float, float | None]:
+        """(time, display end or None if unknown) of the last frame that decodes; ``hint`` is
+        where the header says the video ends."""
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         pass
@@ -75,8 +124,8 @@ class VideoDecoder(abc.ABC):
 class PyAVDecoder(VideoDecoder):
     """FFmpeg through PyAV: fast open, flat memory, exact on variable frame rate (see README numbers)."""
 
-    def __init__(self, path: str, size: tuple[int, int]) -> None:
-        super().__init__(path, size)
+    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
+        super().__init__(path, size, rotation)
         import av
 
         try:
@@ -89,6 +138,10 @@ class PyAVDecoder(VideoDecoder):
         # Zero is the container's start (the earliest stream), so video and audio times agree.
         start = self._container.start_time
         self._offset = start / av.time_base if start is not None else 0.0
+        first = self._stream.start_time
+        self._first = float(first) * self._tb - self._offset if first is not None else 0.0
+        self._unindexed = bool(self._container.format.flags & av.format.Flags.ts_discont.value)
+        self._back = 0.0  # how far before its target a seek aims (grows on containers without index)
         self._iter = None
         self._prev = None  # the two most recent decoded frames: the window a target falls into
         self._cur = None
@@ -97,31 +150,121 @@ class PyAVDecoder(VideoDecoder):
         return float(frame.pts) * self._tb - self._offset
 
     def _convert(self, frame) -> DecodedFrame:  # type: ignore[no-untyped-def]
-        w, h = self.size
-        image = frame.to_ndarray(width=w, height=h, format="rgb24")
+        w, h = self.coded_size
+        image = self.upright(frame.to_ndarray(width=w, height=h, format="rgb24"))
         return DecodedFrame(time=round(self._time(frame), 6), image=image)
 
+    def _packets(self):  # type: ignore[no-untyped-def]
+        """(packet, trusted) from the current position: is the packet's timestamp to be believed?
+
+        After a seek into an MPEG-PS/TS file the demuxer may start inside a frame, give that
+        fragment the timestamp of the next frame header and guess the following timestamps from
+        it, wrongly, until it reads the next real one (tiny P-frames share one timestamped packet).
+        So there trust starts at a packet whose timestamp was read from the file (``pos`` set),
+        and the first packet after a seek counts only if it is a keyframe. With an index: always.
+        """
+        trusted = not self._unindexed
+        first = True
+        for packet in self._container.demux(self._stream):
+            if not trusted and packet.pos is not None and packet.pts is not None:
+                trusted = packet.is_keyframe or not first
+            first = False
+            yield packet, trusted
+
     def _frames(self):  # type: ignore[no-untyped-def]
+        """Decoded frames from the current position, in presentation order. In MPEG-PS/TS the
+        decoder is fed from the first trusted keyframe on, and frames before it are dropped."""
         import av
 
+        key_pts = None if self._unindexed else -1
+        started = not self._unindexed
         try:
-            for frame in self._container.decode(self._stream):
-                if frame.pts is not None:
-                    yield frame
+            for packet, trusted in self._packets():
+                if key_pts is None:
+                    if not (trusted and packet.is_keyframe and packet.pts is not None):
+                        continue
+                    key_pts = packet.pts
+                for frame in packet.decode():
+                    started = started or frame.pts == key_pts
+                    if started and frame.pts is not None:
+                        yield frame
         except av.error.FFmpegError as exc:
             raise MediaReadError(f"decoding failed in {self.path}: {exc}", code="decode_failed") from exc
 
-    def _seek(self, t: float) -> None:
-        target = int((t + self._offset) / self._tb)
-        self._container.seek(max(target, 0), stream=self._stream, backward=True, any_frame=False)
+    def _stream_ts(self, aim: float) -> int:
+        # At the first frame aim at 0: the keyframe's dts precedes its pts (B-frames), and a
+        # timestamp search in a .ts for the first pts lands one packet after that keyframe.
+        return int((aim + self._offset) / self._tb) if aim > self._first else 0
+
+    def _start(self, target: int) -> None:
+        """Seek to stream timestamp ``target`` (at or before) and decode the first frame there."""
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
         self._iter = self._frames()
         self._prev = None
         self._cur = next(self._iter, None)
+
+    def _key_before(self, t: float) -> int | None:
+        """dts of the last keyframe at or before ``t`` in a container without an index, found by
+        demuxing without decoding (cheap) from 1, 2, 4, ... (at most 64) s before ``t``. A seek to
+        it then lands on it; a plain seek to ``t`` lands mid-GOP and the decoder waits for the next.
+        """
+        back = max(self._back, 1.0)
+        while True:
+            aim = max(t - back, self._first)
+            self._container.seek(self._stream_ts(aim), stream=self._stream, backward=True, any_frame=False)
+            key = None
+            for packet, trusted in self._packets():
+                slack = 0.0 if trusted else 5.0  # untrusted times may be a few frames off
+                if packet.dts is not None and packet.dts * self._tb - self._offset > t + slack:
+                    break  # a keyframe's pts is at or after its dts: none to come at or before t
+                if trusted and packet.is_keyframe and packet.pts is not None and packet.dts is not None:
+                    if packet.pts * self._tb - self._offset > t + 1e-6:
+                        break
+                    key = packet.dts
+            if key is not None or aim <= self._first or back >= 64.0:
+                self._back = back if key is not None else self._back
+                return key
+            back *= 2
+
+    def _seek(self, t: float) -> None:
+        """Put the decoder on a frame at or before ``t`` (or on the stream's first frame).
+
+        With an index one seek does it. Without one (MPEG-PS/TS) seek to the keyframe that
+        :meth:`_key_before` found; should that still land after ``t`` or past the data, aim
+        1, 2, 4, ... s earlier until the first decoded frame is at or before ``t``.
+        """
+        if self._unindexed and (key := self._key_before(t)) is not None:
+            self._start(key)
+            if self._cur is not None and self._time(self._cur) <= t + 1e-6:
+                return
+        back = self._back
+        while True:
+            aim = max(t - back, self._first)
+            self._start(self._stream_ts(aim))
+            if (self._cur is not None and self._time(self._cur) <= t + 1e-6) or aim <= self._first:
+                break
+            back = max(1.0, 2 * back)
+        if self._unindexed:
+            self._back = back
         if self._cur is None:
             raise MediaReadError(
                 f"no frame at or after {t:.2f}s in {self.path} (file truncated or damaged)",
                 code="media_truncated",
             )
+
+    def last_frame(self, hint: float) -> tuple[float, float | None]:
+        """Seek to the keyframe before ``hint`` (earlier while that lands past the data) and decode
+        to the end: about one GOP of work, not a full decode. The display end uses the frame's own
+        duration (a slideshow's last picture may stay up for seconds)."""
+        back = self._back  # a seek past the data says nothing about seeks inside it
+        self._seek(max(hint, self._first))
+        last = self._cur
+        for frame in self._iter:
+            last = frame
+        self._iter = self._prev = self._cur = None
+        self._back = back
+        t = self._time(last)
+        return t, (t + float(last.duration) * self._tb if last.duration else None)
 
     def _forward_to(self, t: float, plan: ReadPlan):  # type: ignore[no-untyped-def]
         """Advance the two-frame window until it straddles ``t``; return the nearer raw frame."""
@@ -163,10 +306,17 @@ class PyAVDecoder(VideoDecoder):
 @register_decoder("decord")
 class DecordDecoder(VideoDecoder):
     """decord's VideoReader; indexes every packet at open. ``seek(0)`` after each batch stops its
-    read-ahead thread from decoding (and growing memory) while idle."""
+    read-ahead thread from decoding (and growing memory) while idle.
 
-    def __init__(self, path: str, size: tuple[int, int]) -> None:
-        super().__init__(path, size)
+    Not used for MPEG-PS/TS (frames 6 to 25 positions off, measured) nor rotated videos (decord
+    0.6 turns them but squashes them into the stored width x height, and asking for the upright
+    size fails a buffer-size check or returns 4 channels): :func:`make_decoder` uses PyAV there."""
+
+    seeks_unindexed = False
+    rotates = False
+
+    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
+        super().__init__(path, size, rotation)
         try:
             import decord
         except ImportError as exc:
@@ -183,7 +333,8 @@ class DecordDecoder(VideoDecoder):
             s = c.streams.video[0]
             stream_start = float(s.start_time * s.time_base) if s.start_time is not None else 0.0
             offset = (c.start_time / av.time_base if c.start_time is not None else 0.0) - stream_start
-        self._times = self._vr.get_frame_timestamp(range(len(self._vr)))[:, 0] - offset
+        stamps = self._vr.get_frame_timestamp(range(len(self._vr))) - offset  # (start, end) per frame
+        self._times, self._ends = stamps[:, 0], stamps[:, 1]
         self._keys = np.asarray(self._vr.get_key_indices(), dtype=np.int64)
 
     def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
@@ -202,3 +353,6 @@ class DecordDecoder(VideoDecoder):
         batch = self._vr.get_batch(idx).asnumpy()
         self._vr.seek(0)
         return [DecodedFrame(time=round(float(self._times[i]), 6), image=batch[j]) for j, i in enumerate(idx)]
+
+    def last_frame(self, hint: float) -> tuple[float, float | None]:
+        return float(self._times[-1]), float(self._ends[-1])  # decord indexed every packet at open

@@ -6,7 +6,7 @@ and purges the raw media of every earlier percept, replacing it with a text stub
 exact timestamps. At most one raw percept is ever in the context, so context cost follows the
 number of turns, not the length of the file.
 
-Clamp or reject, per case (the model always learns what happened):
+Clamp or reject, per case (the model always learns what happened; rules in :mod:`envs.step_rules`):
 
 - times partly outside the file are trimmed to [0, duration] (note in the percept); a span that
   lies wholly outside, is reversed, or is not finite is rejected;
@@ -15,71 +15,73 @@ Clamp or reject, per case (the model always learns what happened):
 - audio or clip spans longer than their cap, or of zero length, are rejected (the cap is stated);
 - malformed output, unknown actions and answers in the wrong format are rejected.
 
-A rejected turn still counts against the budget; ``info["error"]`` holds its stable code.
+A rejected turn still counts against the budget; ``info["error"]`` holds its stable code
+(:class:`envs.errors.ErrorCode`).
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
-from pydantic import BaseModel
 
 from envs import prompts
-from envs.actions import Answer, FormatError, GetAudio, GetClip, GetFrames, Turn, parse_turn
-from envs.errors import MediaReadError
-from envs.media import MediaConfig, MediaSource
+from envs.actions import Answer, FormatError, GetAudio, GetClip, GetFrames, Turn, parse_turn, safe_text
+from envs.contract import ChatSpace, ResetInfo, StepInfo
+from envs.errors import ActionRejected, EpisodeOver, ErrorCode, MediaReadError
+from envs.limits import EnvLimits
+from envs.media import MediaConfig, MediaInfo, MediaSource
 from envs.messages import MEDIA_TYPES, Message, text_part
 from envs.percepts import audio_parts, clip_parts, frame_parts
-from envs.scoring import SCORERS, AnswerFormatError, Judge, get_scorer
+from envs.scoring import SCORERS, AnswerFormatError, Judge, Scorer, get_scorer
+from envs.step_rules import check_length, clamp_span, frame_count
+from envs.task_source import TaskSource, TaskSpec
+from envs.tasks import LETTERS
 
-
-class EnvLimits(BaseModel):
-    """Per-call and per-episode limits; defaults follow the OmniAgent recipe where it states one."""
-
-    max_frames: int = 32  # frames per get_frames call
-    max_audio_s: float = 300.0  # seconds per get_audio call (Qwen2.5-Omni's audio encoder caps at 300 s)
-    max_clip_s: float = 60.0  # seconds per get_clip call
-    clip_fps: float = 2.0  # frame rate of a clip's frames
-    max_side: int = 448  # longer side of every served frame, in pixels
-    max_turns: int = 16  # default turn budget K when reset() does not give one
-    strict_format: bool = True  # reject code-fenced JSON instead of unwrapping it
-    backend: str = "pyav"  # video decoder (see envs.decoders)
-    audio_cache_dir: str | None = None
-
-
-class ChatSpace(spaces.Space):
-    """The space of chat contexts: lists of {"role", "content": [parts]} messages."""
-
-    def __init__(self) -> None:
-        super().__init__(shape=None, dtype=None)
-
-    def contains(self, x: Any) -> bool:
-        if not isinstance(x, list):
-            return False
-        for m in x:
-            if not (isinstance(m, dict) and m.get("role") in ("system", "user", "assistant")):
-                return False
-            if not isinstance(m.get("content"), list):
-                return False
-            for p in m["content"]:
-                if not isinstance(p, dict) or p.get("type") not in ("text", *MEDIA_TYPES):
-                    return False
-        return True
-
-    def sample(self, mask: Any = None, probability: Any = None) -> list[Message]:
-        return [{"role": "user", "content": [text_part("")]}]
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
+__all__ = ["TASK_TYPES", "ChatSpace", "EnvLimits", "OmniVideoEnv"]
 
 
 TASK_TYPES = tuple(SCORERS)
 
 
-class OmniVideoEnv(gym.Env):
+def turn_budget(value: Any, default: int) -> int:
+    """The turn budget K: ``value`` (``None``: ``default``) as a whole number of at least 1."""
+    raw = default if value is None else value
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    elif isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, numbers.Integral):
+        raise ValueError(f"max_turns must be a whole number of turns, got {raw!r}")
+    if raw < 1:
+        raise ValueError(f"max_turns must be at least 1, got {raw}")
+    return int(raw)
+
+
+class OmniVideoEnv(gym.Env[list[Message], str]):
+    """Active perception over one media file: each step is one model turn.
+
+    - **Task.** ``reset(options=...)`` takes ``media``, ``question``, ``task_type``, ``choices``,
+      ``answer`` and ``max_turns`` (and an optional ``id``), falling back to the constructor's
+      arguments. Built with ``tasks`` (a tasks JSONL path, or a list of :class:`envs.tasks.Task`
+      or Task-schema dicts), ``reset()`` without ``media`` in its options draws the next task, so
+      wrappers and ``gymnasium.vector`` (which reset with no options) work; ``reset(seed=...)``
+      restarts that stream.
+    - **Observation.** The whole chat context (``list[Message]``, see :mod:`envs.messages`).
+    - **Action.** The model's raw text (``str``).
+    - **Reward.** The task's score (:mod:`envs.scoring`) on the answer turn, else 0.
+    - **terminated** when the model answered; **truncated** when the turn budget is spent.
+    - **info.** :class:`envs.contract.ResetInfo` from ``reset`` and
+      :class:`envs.contract.StepInfo` from ``step``.
+    - **Errors.** A turn the model gets wrong is never an exception: it is an error percept with a
+      stable code in ``info["error"]``. Misuse raises: ``reset`` raises ValueError for a bad task
+      and :class:`envs.errors.MediaError` for an unusable file; ``step`` raises TypeError for a
+      non-string and :class:`envs.errors.EpisodeOver` (Gymnasium's ``ResetNeeded``) when no
+      episode is running.
+    """
+
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
     def __init__(
@@ -92,77 +94,73 @@ class OmniVideoEnv(gym.Env):
         limits: EnvLimits | dict[str, Any] | None = None,
         judge: Judge | None = None,
         render_mode: str | None = None,
+        tasks: TaskSpec | None = None,
+        shuffle: bool = False,
     ) -> None:
         self.limits = limits if isinstance(limits, EnvLimits) else EnvLimits(**(limits or {}))
-        self.defaults = {
+        self.defaults: dict[str, Any] = {
             "media": media,
             "question": question,
             "task_type": task_type,
             "choices": choices,
             "answer": answer,
         }
+        self.task_source = TaskSource(tasks, shuffle=shuffle) if tasks is not None else None
         self.judge = judge
         self.render_mode = render_mode
         self.observation_space = ChatSpace()
         self.action_space = spaces.Text(max_length=8192)
+        # episode state; reset() fills it, and step() refuses to run until it has
+        self.task: dict[str, Any] = {}
+        self.task_id: str | None = None
+        self.max_turns = self.limits.max_turns
+        self.media: MediaInfo | None = None
+        self.scorer: Scorer | None = None
+        self.turn = 0
+        self.frames_used = 0
+        self.audio_seconds_used = 0.0
+        self.done = True
         self._source: MediaSource | None = None
         self._messages: list[Message] = []
+        self._percepts: list[dict[str, Any]] = []  # where each percept lives, for purging
 
     # ------------------------------------------------------------------ reset
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[list[Message], dict[str, Any]]:
+    ) -> tuple[list[Message], ResetInfo]:
+        """Start an episode: open the media, show the system prompt and the question.
+
+        Returns the observation and a :class:`~envs.contract.ResetInfo`: ``turn`` (0),
+        ``max_turns``, ``media`` (probe results), ``task`` (question, task_type, choices, answer),
+        ``task_id``, ``error`` (None), ``timestamps`` ([]), ``frames_used`` (0),
+        ``audio_seconds_used`` (0.0). Raises ValueError for a task that cannot be run (no media or
+        question, unknown task type, an mcq without choices or with more than 26, ``max_turns``
+        below 1) and :class:`envs.errors.MediaError` for an unusable file.
+        """
         super().reset(seed=seed)
-        task = {**self.defaults, **(options or {})}
-        if not task.get("media") or not task.get("question"):
-            raise ValueError("reset needs a media path and a question (constructor arguments or options)")
-        if task["task_type"] not in TASK_TYPES:
-            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {task['task_type']!r}")
-        if task["task_type"] == "mcq" and not task.get("choices"):
-            raise ValueError("an mcq task needs choices")
-        self.task = task
-        self.max_turns = int(task.get("max_turns") or self.limits.max_turns)
-        if self.max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        path = str(task["media"])
-        if self._source is None or self._source.path != path:
-            self.close()
-            cfg = MediaConfig(
-                backend=self.limits.backend,
-                max_side=self.limits.max_side,
-                audio_cache_dir=self.limits.audio_cache_dir,
-            )
-            self._source = MediaSource(path, cfg)  # raises MediaError for unusable files
-            self._source.prefetch_audio()
-        self.media = self._source.info
+        self.done = True  # until the new episode is ready
+        if seed is not None and self.task_source is not None:
+            self.task_source.restart()
+        task = self._resolve_task(options)
+        max_turns = self._check_task(task)
+        self._open(str(task["media"]))
+        self.task, self.task_id, self.max_turns = task, task.get("id"), max_turns
         self.scorer = get_scorer(task["task_type"])
-        self.turn = 0
-        self.frames_used = 0
-        self.audio_seconds_used = 0.0
+        self.turn, self.frames_used, self.audio_seconds_used = 0, 0, 0.0
+        self._percepts = []
+        self._messages = self._first_messages()
         self.done = False
-        self._percepts: list[dict[str, Any]] = []  # where each percept lives, for purging
-        self._messages = [
-            {
-                "role": "system",
-                "content": [
-                    text_part(
-                        prompts.system_prompt(self.media, task["task_type"], self.limits, self.max_turns)
-                    )
-                ],
-            },
-            {
-                "role": "user",
-                "content": [
-                    text_part(prompts.question_prompt(task["question"], task.get("choices"), self.media)),
-                    text_part("\n" + prompts.turn_notice(1, self.max_turns)),
-                ],
-            },
-        ]
-        info = {
+        info: ResetInfo = {
             "turn": 0,
             "max_turns": self.max_turns,
             "media": self.media.model_dump(),
-            "task": {k: task.get(k) for k in ("question", "task_type", "choices", "answer")},
+            "task": {
+                "question": task["question"],
+                "task_type": task["task_type"],
+                "choices": task.get("choices"),
+                "answer": task.get("answer"),
+            },
+            "task_id": self.task_id,
             "error": None,
             "timestamps": [],
             "frames_used": 0,
@@ -170,34 +168,114 @@ class OmniVideoEnv(gym.Env):
         }
         return self._observation(), info
 
+    def _resolve_task(self, options: dict[str, Any] | None) -> dict[str, Any]:
+        """Constructor defaults, then the next task of the source (unless options name the media),
+        then the options themselves."""
+        opts = dict(options or {})
+        task: dict[str, Any] = {**self.defaults, "id": None}
+        if self.task_source is not None and "media" not in opts:
+            drawn = self.task_source.next(self.np_random)
+            task.update(drawn.env_options(), id=drawn.id)
+        return {**task, **opts}
+
+    def _check_task(self, task: dict[str, Any]) -> int:
+        """Refuse a task the episode could not run; returns its turn budget."""
+        if not task.get("media") or not task.get("question"):
+            raise ValueError(
+                "reset needs a media path and a question (constructor arguments, options or a task source)"
+            )
+        if task.get("task_type") not in TASK_TYPES:
+            raise ValueError(f"task_type must be one of {TASK_TYPES}, got {task.get('task_type')!r}")
+        if task["task_type"] == "mcq":
+            choices = task.get("choices")
+            if not choices:
+                raise ValueError("an mcq task needs choices")
+            if len(choices) > len(LETTERS):
+                raise ValueError(
+                    f"an mcq task takes at most {len(LETTERS)} choices (one letter A-Z each), got {len(choices)}"
+                )
+        return turn_budget(task.get("max_turns"), self.limits.max_turns)
+
+    def _open(self, path: str) -> None:
+        if self._source is None or self._source.path != path:
+            self.close()
+            cfg = MediaConfig.from_limits(self.limits)
+            self._source = MediaSource(path, cfg)  # raises MediaError for unusable files
+        self.media = self._source.info
+
+    def _first_messages(self) -> list[Message]:
+        task, media = self.task, self.media
+        system = prompts.system_prompt(media, task["task_type"], self.limits, self.max_turns)
+        return [
+            {"role": "system", "content": [text_part(system)]},
+            {
+                "role": "user",
+                "content": [
+                    text_part(prompts.question_prompt(task["question"], task.get("choices"), media)),
+                    text_part("\n" + prompts.turn_notice(1, self.max_turns)),
+                ],
+            },
+        ]
+
     def _observation(self) -> list[Message]:
         return [{"role": m["role"], "content": list(m["content"])} for m in self._messages]
 
     # ------------------------------------------------------------------- step
-    def step(self, action: str) -> tuple[list[Message], float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> tuple[list[Message], float, bool, bool, StepInfo]:
+        """Take one model turn: parse ``action``, serve the percept or record the answer.
+
+        Returns ``(observation, reward, terminated, truncated, info)`` with a
+        :class:`~envs.contract.StepInfo`: ``turn``, ``max_turns``, ``error`` and
+        ``error_message`` (None unless rejected), ``notes``, ``timestamps``, ``parsed``,
+        ``action_type``, ``frames_used``, ``audio_seconds_used``; when the episode ends also
+        ``stop_reason`` ("answered" | "turn_budget"); on an answer ``answer`` and
+        ``reward_available``. Any string is a valid action (bad ones become error percepts); a
+        non-string raises TypeError and no episode running raises EpisodeOver, both before the
+        turn is counted.
+        """
+        if not isinstance(action, str):
+            raise TypeError(f"step takes the model's text (str), not {type(action).__name__}")
         if self.done:
-            raise RuntimeError("the episode has ended; call reset()")
+            raise EpisodeOver("no episode is running (call reset() first, or again after the episode ended)")
+        text = safe_text(action)  # lone surrogates would make the context unserialisable
         self.turn += 1
         self._purge()
-        self._messages.append({"role": "assistant", "content": [text_part(action)]})
-        parsed = parse_turn(action, strict=self.limits.strict_format)
-        info: dict[str, Any] = {
+        self._messages.append({"role": "assistant", "content": [text_part(text)]})
+        info: StepInfo = {
             "turn": self.turn,
+            "max_turns": self.max_turns,
             "error": None,
             "error_message": None,
-            "timestamps": [],
             "notes": [],
+            "timestamps": [],
+            "parsed": None,
+            "action_type": None,
+            "frames_used": self.frames_used,
+            "audio_seconds_used": round(self.audio_seconds_used, 3),
         }
-        info["parsed"] = parsed.model_dump() if isinstance(parsed, Turn) else None
-        info["action_type"] = parsed.action.type if isinstance(parsed, Turn) else None
         reward, terminated = 0.0, False
-        content: list[dict[str, Any]] = []
+        try:
+            turn = self._parse(text, info)
+            if isinstance(turn.action, Answer):
+                reward, content = self._answer(turn.action, info)
+                terminated = True
+            else:
+                content = self._perceive(turn.action, info)
+        except ActionRejected as exc:
+            info["error"], info["error_message"] = exc.code, exc.message
+            content = [text_part(prompts.error_percept(exc.code, exc.message))]
+        truncated = self._close_turn(content, terminated, info)
+        return self._observation(), reward, terminated, truncated, info
+
+    def _parse(self, text: str, info: StepInfo) -> Turn:
+        parsed = parse_turn(text, strict=self.limits.strict_format)
         if isinstance(parsed, FormatError):
-            content = self._error(info, parsed.code, parsed.message)
-        elif isinstance(parsed.action, Answer):
-            reward, terminated, content = self._answer(parsed.action, info)
-        else:
-            content = self._perceive(parsed.action, info)
+            raise ActionRejected(parsed.code, parsed.message)
+        info["parsed"], info["action_type"] = parsed.model_dump(), parsed.action.type
+        return parsed
+
+    def _close_turn(self, content: list[dict[str, Any]], terminated: bool, info: StepInfo) -> bool:
+        """Append the environment's reply, end the episode if due; returns ``truncated``."""
         truncated = not terminated and self.turn >= self.max_turns
         if truncated:
             info["stop_reason"] = "turn_budget"
@@ -208,31 +286,18 @@ class OmniVideoEnv(gym.Env):
             content.append(text_part("\n" + prompts.turn_notice(self.turn + 1, self.max_turns)))
         self._messages.append({"role": "user", "content": content})
         self.done = terminated or truncated
-        info.update(
-            frames_used=self.frames_used,
-            audio_seconds_used=round(self.audio_seconds_used, 3),
-            max_turns=self.max_turns,
-        )
-        return self._observation(), reward, terminated, truncated, info
+        info["frames_used"], info["audio_seconds_used"] = self.frames_used, round(self.audio_seconds_used, 3)
+        return truncated
 
-    def _error(self, info: dict[str, Any], code: str, message: str) -> list[dict[str, Any]]:
-        self._error_into(info, code, message)
-        return self._error_percept(info)
-
-    @staticmethod
-    def _error_percept(info: dict[str, Any]) -> list[dict[str, Any]]:
-        return [text_part(prompts.error_percept(info["error"], info["error_message"]))]
-
-    def _answer(self, action: Answer, info: dict[str, Any]) -> tuple[float, bool, list[dict[str, Any]]]:
+    def _answer(self, action: Answer, info: StepInfo) -> tuple[float, list[dict[str, Any]]]:
         try:
             prediction = self.scorer.parse(action.content, self.task.get("choices"))
         except AnswerFormatError as exc:
-            return (
-                0.0,
-                False,
-                self._error(info, "answer_invalid", f"Your answer is not in the required format: {exc}."),
-            )
-        info["answer"] = prediction
+            raise ActionRejected(
+                ErrorCode.ANSWER_INVALID, f"Your answer is not in the required format: {exc}."
+            ) from None
+        # JSON-native in info (tr intervals come back from the scorer as tuples)
+        info["answer"] = [list(pair) for pair in prediction] if isinstance(prediction, list) else prediction
         truth = self.task.get("answer")
         info["reward_available"] = truth is not None and (
             self.task["task_type"] != "ff" or self.judge is not None
@@ -245,34 +310,12 @@ class OmniVideoEnv(gym.Env):
             info["notes"].append(
                 "no ground truth" if truth is None else "free-form answer not scored: no judge configured"
             )
-        return reward, True, [text_part(f"Answer recorded: {action.content}")]
+        return reward, [text_part(f"Answer recorded: {action.content}")]
 
     # ------------------------------------------------------------- percepts
-    def _span(self, start: float, end: float, info: dict[str, Any]) -> tuple[float, float] | None:
-        duration = self.media.duration
-        if end < start:
-            self._error_into(info, "time_reversed", f"end ({end:g}) is before start ({start:g}).")
-            return None
-        if start >= duration or end < 0:
-            self._error_into(
-                info,
-                "time_out_of_range",
-                f"[{start:g}, {end:g}] lies outside the file, which spans 0 to {duration:.2f} s.",
-            )
-            return None
-        s, e = max(0.0, float(start)), min(duration, float(end))
-        if (s, e) != (start, end):
-            info["notes"].append(f"Times trimmed to the file: [{s:.2f}, {e:.2f}].")
-        return s, e
-
-    def _error_into(self, info: dict[str, Any], code: str, message: str) -> None:
-        info["error"], info["error_message"] = code, message
-
-    def _perceive(self, action: GetFrames | GetAudio | GetClip, info: dict[str, Any]) -> list[dict[str, Any]]:
-        span = self._span(action.start, action.end, info)
-        if span is None:
-            return self._error_percept(info)
-        start, end = span
+    def _perceive(self, action: GetFrames | GetAudio | GetClip, info: StepInfo) -> list[dict[str, Any]]:
+        start, end, notes = clamp_span(action.start, action.end, self.media.duration)
+        info["notes"].extend(notes)
         try:
             if isinstance(action, GetFrames):
                 content = self._frames(start, end, action.num, info)
@@ -281,9 +324,7 @@ class OmniVideoEnv(gym.Env):
             else:
                 content = self._clip(start, end, info)
         except MediaReadError as exc:
-            return self._error(info, exc.code, str(exc) + ".")
-        if info["error"]:
-            return self._error_percept(info)
+            raise ActionRejected(exc.code, str(exc) + ".") from None
         if info["notes"]:
             content.insert(0, text_part(prompts.adjusted_note(info["notes"]) + "\n"))
         self._percepts.append(
@@ -298,46 +339,23 @@ class OmniVideoEnv(gym.Env):
         )
         return content
 
-    def _frames(self, start: float, end: float, num: int, info: dict[str, Any]) -> list[dict[str, Any]]:
-        if num < 1:
-            self._error_into(info, "num_invalid", f"num must be at least 1 (got {num}).")
-            return []
-        if num > self.limits.max_frames:
-            info["notes"].append(f"num lowered from {num} to the cap of {self.limits.max_frames}.")
-            num = self.limits.max_frames
-        if end == start and num > 1:
-            info["notes"].append("start equals end, so one frame was taken.")
-            num = 1
+    def _frames(self, start: float, end: float, num: int, info: StepInfo) -> list[dict[str, Any]]:
+        num, notes = frame_count(num, self.limits.max_frames, start, end)
+        info["notes"].extend(notes)
         frames = self._source.frames(start, end, num)
-        times = [f.time for f in frames]
         self.frames_used += len(frames)
-        info["timestamps"] = times
+        info["timestamps"] = [f.time for f in frames]
         return [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(frames)}):"), *frame_parts(frames)]
 
-    def _check_len(self, start: float, end: float, cap: float, what: str, info: dict[str, Any]) -> bool:
-        if end - start <= 0:
-            self._error_into(info, "span_empty", f"the {what} span [{start:g}, {end:g}] has zero length.")
-            return False
-        if end - start > cap + 1e-6:
-            self._error_into(
-                info,
-                "span_too_long",
-                f"a {what} may be at most {cap:g} s long; you asked for {end - start:.2f} s.",
-            )
-            return False
-        return True
-
-    def _audio(self, start: float, end: float, info: dict[str, Any]) -> list[dict[str, Any]]:
-        if not self._check_len(start, end, self.limits.max_audio_s, "get_audio", info):
-            return []
+    def _audio(self, start: float, end: float, info: StepInfo) -> list[dict[str, Any]]:
+        check_length(start, end, self.limits.max_audio_s, "get_audio")
         samples = self._source.audio(start, end)
         self.audio_seconds_used += end - start
         info["timestamps"] = [start, end]
         return audio_parts(samples, start, end)
 
-    def _clip(self, start: float, end: float, info: dict[str, Any]) -> list[dict[str, Any]]:
-        if not self._check_len(start, end, self.limits.max_clip_s, "get_clip", info):
-            return []
+    def _clip(self, start: float, end: float, info: StepInfo) -> list[dict[str, Any]]:
+        check_length(start, end, self.limits.max_clip_s, "get_clip")
         clip = self._source.clip(start, end, self.limits.clip_fps)
         times = [f.time for f in clip.frames]
         self.frames_used += len(times)

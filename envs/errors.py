@@ -1,6 +1,85 @@
-"""Exceptions with stable codes, so callers branch on a code rather than on message text."""
+"""Exceptions and the stable error codes, so callers branch on a code rather than on message text.
+
+Codes are part of the public interface (trajectories, SFT filters, RL penalties and summaries key on
+them), so they only ever get added, never renamed. README's "Clamp or reject" paragraph lists them;
+a test keeps the two in step.
+"""
 
 from __future__ import annotations
+
+import sys
+from enum import Enum
+
+from gymnasium.error import ResetNeeded
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # pragma: no cover - Python 3.10
+
+    class StrEnum(str, Enum):
+        """``enum.StrEnum`` for Python 3.10: members are their string values."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+
+class ErrorCode(StrEnum):
+    """Every stable code the environment emits in ``info["error"]`` or raises with MediaError."""
+
+    # the model's output is not one well-formed JSON turn
+    FORMAT_EMPTY = "format_empty"
+    FORMAT_CODE_FENCE = "format_code_fence"
+    FORMAT_NOT_JSON = "format_not_json"
+    FORMAT_TRAILING_TEXT = "format_trailing_text"
+    FORMAT_NOT_OBJECT = "format_not_object"
+    FORMAT_MISSING_KEY = "format_missing_key"
+    FORMAT_EXTRA_KEY = "format_extra_key"
+    FORMAT_DUPLICATE_KEY = "format_duplicate_key"
+    FORMAT_BAD_TYPE = "format_bad_type"
+    FORMAT_TOO_DEEP = "format_too_deep"
+    FORMAT_NUMBER_TOO_LONG = "format_number_too_long"
+    # the action is well-formed JSON but not a valid action
+    ACTION_MISSING_TYPE = "action_missing_type"
+    ACTION_UNKNOWN = "action_unknown"
+    ACTION_INVALID_FIELD = "action_invalid_field"
+    TIME_NOT_FINITE = "time_not_finite"
+    TIME_REVERSED = "time_reversed"
+    TIME_OUT_OF_RANGE = "time_out_of_range"
+    NUM_INVALID = "num_invalid"
+    SPAN_EMPTY = "span_empty"
+    SPAN_TOO_LONG = "span_too_long"
+    ANSWER_INVALID = "answer_invalid"
+    # a valid request the media cannot serve (MediaReadError, shown to the model)
+    NO_VIDEO = "no_video"
+    NO_AUDIO = "no_audio"
+    BAD_AUDIO = "bad_audio"
+    AUDIO_OUT_OF_RANGE = "audio_out_of_range"
+    VIDEO_OUT_OF_RANGE = "video_out_of_range"
+    DECODE_FAILED = "decode_failed"
+    MEDIA_TRUNCATED = "media_truncated"
+    MEDIA_READ_FAILED = "media_read_failed"
+    # a file that cannot be used at all (MediaError, raised by reset)
+    UNUSABLE_MEDIA = "unusable_media"
+    MEDIA_NOT_FOUND = "media_not_found"
+    MEDIA_EMPTY = "media_empty"
+    MEDIA_NO_STREAMS = "media_no_streams"
+    MEDIA_NO_DURATION = "media_no_duration"
+    MEDIA_UNREADABLE = "media_unreadable"
+
+
+class ActionRejected(Exception):
+    """A turn the environment refuses; raised by parsing and serving helpers, caught in ``step``,
+    which turns it into an error percept so the model learns what was wrong."""
+
+    def __init__(self, code: ErrorCode | str, message: str) -> None:
+        super().__init__(message)
+        self.code = str(code)
+        self.message = message
+
+
+class EpisodeOver(ResetNeeded, RuntimeError):
+    """``step`` called before ``reset`` or after the episode ended (Gymnasium's ``ResetNeeded``;
+    also a RuntimeError, which older callers catch)."""
 
 
 class MediaError(Exception):

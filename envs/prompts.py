@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from envs.scoring import SCORERS, letters
 
 if TYPE_CHECKING:
-    from envs.env import EnvLimits
+    from envs.limits import EnvLimits
     from envs.media import MediaInfo
 
 SYSTEM_PROMPT = """\

@@ -16,30 +16,25 @@ from __future__ import annotations
 import json
 import math
 import re
+import string
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from envs.registry import Registry
 
 
 class AnswerFormatError(ValueError):
     """The answer does not match its task type's format."""
 
 
-SCORERS: dict[str, type[Scorer]] = {}
-
-
-def register_scorer(task_type: str) -> Callable[[type[Scorer]], type[Scorer]]:
-    def deco(cls: type[Scorer]) -> type[Scorer]:
-        SCORERS[task_type] = cls
-        return cls
-
-    return deco
+SCORERS: Registry[type[Scorer]] = Registry("task type")
+register_scorer = SCORERS.register
 
 
 def get_scorer(task_type: str) -> Scorer:
-    if task_type not in SCORERS:
-        raise ValueError(f"unknown task type {task_type!r}; known: {', '.join(sorted(SCORERS))}")
+    """A fresh scorer for a task type (an unknown type raises, listing the known ones)."""
     return SCORERS[task_type]()
 
 
@@ -54,7 +49,10 @@ class Scorer:
 
 
 def letters(n: int) -> list[str]:
-    return [chr(ord("A") + i) for i in range(n)]
+    """Option letters A, B, ... for ``n`` choices; more than 26 cannot all be answered, so refuse."""
+    if n > len(string.ascii_uppercase):
+        raise ValueError(f"at most {len(string.ascii_uppercase)} choices can be lettered A-Z, got {n}")
+    return list(string.ascii_uppercase[:n])
 
 
 _LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
@@ -87,6 +85,8 @@ def _as_intervals(value: Any) -> list[tuple[float, float]]:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise AnswerFormatError(f"intervals must be JSON like [[10.5, 20.0]]: {exc.msg}") from exc
+        except (ValueError, RecursionError):  # a number of thousands of digits, nesting thousands deep
+            raise AnswerFormatError("intervals must be JSON like [[10.5, 20.0]] with plain numbers") from None
     if isinstance(value, list) and len(value) == 2 and all(isinstance(x, int | float) for x in value):
         value = [value]
     if not isinstance(value, list) or not value:

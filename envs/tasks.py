@@ -23,12 +23,13 @@ import json
 import math
 import os
 import string
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from envs.jsonl import JsonlError, JsonlReader, write_atomic
 
 TaskType = Literal["mcq", "tr", "num", "size", "ff"]
 TASK_TYPES: tuple[str, ...] = ("mcq", "tr", "num", "size", "ff")
@@ -190,16 +191,8 @@ class TaskFileError(ValueError):
     """A tasks file holds malformed lines or duplicate ids."""
 
 
-def _short_error(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "task"
-        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts)
-
-
 def load_tasks_jsonl(path: str | os.PathLike[str], resolve_media: bool = True) -> list[Task]:
-    """Read tasks from a JSON-lines file.
+    """Read tasks from a JSON-lines file (an input file: the strict policy of :mod:`envs.jsonl`).
 
     Blank lines and lines starting with ``#`` are skipped. Every malformed line is reported as
     ``file:line: reason`` in one :class:`TaskFileError`; a repeated id raises it too. With
@@ -208,40 +201,19 @@ def load_tasks_jsonl(path: str | os.PathLike[str], resolve_media: bool = True) -
     path = Path(path)
     base = path.resolve().parent
     tasks: list[Task] = []
-    problems: list[str] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})")
-                continue
-            if not isinstance(record, dict):
-                problems.append(f"{where}: expected a JSON object, got {type(record).__name__}")
-                continue
-            try:
-                task = Task.model_validate(record)
-            except ValidationError as exc:
-                problems.append(f"{where}: {_short_error(exc)}")
-                continue
+    reader = JsonlReader(path, Task.model_validate, comments=True, collect=True)
+    try:
+        for lineno, task in reader:
             if task.id in first_line:
-                problems.append(
-                    f"{where}: duplicate task id {task.id!r} (first at line {first_line[task.id]})"
-                )
+                reader.problem(lineno, f"duplicate task id {task.id!r} (first at line {first_line[task.id]})")
                 continue
             first_line[task.id] = lineno
             if resolve_media and not os.path.isabs(task.media):
                 task.media = str(base / task.media)
             tasks.append(task)
-    if problems:
-        shown = problems[:20]
-        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise TaskFileError(f"{len(problems)} bad line(s) in {path}:\n" + "\n".join(shown) + more)
+    except JsonlError as exc:
+        raise TaskFileError(str(exc)) from None
     return tasks
 
 
@@ -254,15 +226,5 @@ def save_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Pat
         if task.id in seen:
             raise TaskFileError(f"duplicate task id {task.id!r} (tasks #{seen[task.id]} and #{i}) for {path}")
         seen[task.id] = i
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for task in tasks:
-                handle.write(task.to_json() + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, "".join(task.to_json() + "\n" for task in tasks))
     return path

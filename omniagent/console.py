@@ -1,7 +1,7 @@
 """Terminal output of ``python -m omniagent.run``: each turn as it happens, then a summary table.
 
 :class:`TurnPrinter` is the ``on_turn`` callback of :func:`omniagent.episode.run_episode`;
-:func:`print_summary` prints the final table. The command line itself lives in :mod:`omniagent.run`.
+:func:`print_episode_summary` prints the final table. The command line itself lives in :mod:`omniagent.run`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omniagent.trajectory import TurnRecord
 
-__all__ = ["TurnPrinter", "describe_action", "print_summary"]
+__all__ = ["TurnPrinter", "describe_action", "print_episode_summary"]
 
 
 def _error(console: Any, message: str) -> None:
@@ -83,7 +83,9 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def print_summary(console: Any, traj: Any, out_path: Path, report: str | None, load_seconds: float) -> None:
+def print_episode_summary(
+    console: Any, traj: Any, out_path: Path, report: str | None, load_seconds: float
+) -> None:
     from rich.table import Table
     from rich.text import Text
 

@@ -8,8 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from envs.env import OmniVideoEnv
+from envs.messages import Message
 from omniagent.policy import Policy, PolicyError
 from omniagent.trajectory import Trajectory, TurnRecord
+
+OnTurn = Callable[[TurnRecord, list[dict[str, Any]]], None]
 
 
 class EpisodeInterrupted(KeyboardInterrupt):
@@ -20,26 +23,17 @@ class EpisodeInterrupted(KeyboardInterrupt):
         self.trajectory = trajectory
 
 
-def run_episode(
+def start_trajectory(
     env: OmniVideoEnv,
     policy: Policy,
     options: dict[str, Any],
-    *,
-    episode_id: str | None = None,
-    seed: int | None = None,
-    on_turn: Callable[[TurnRecord, list[dict[str, Any]]], None] | None = None,
-) -> Trajectory:
-    """Run one episode. ``options`` are ``env.reset`` options (media, question, task_type, ...).
-
-    Never raises for model misbehaviour: a policy error ends the episode with
-    ``stop_reason="policy_error"``; output that never parses ends it at the turn budget. A media
-    file the environment rejects raises :class:`envs.errors.MediaError` from ``reset``.
-    ``on_turn(record, percept_message_content)`` is called after each turn (for printing).
-    """
-    wall0 = time.perf_counter()
-    env_t0 = time.perf_counter()
+    episode_id: str | None,
+    seed: int | None,
+) -> tuple[Trajectory, list[Message]]:
+    """Reset the environment and the policy; the empty trajectory and the first context."""
+    t0 = time.perf_counter()
     obs, info = env.reset(seed=seed, options=options)
-    reset_seconds = time.perf_counter() - env_t0
+    reset_seconds = time.perf_counter() - t0
     task = info["task"]
     traj = Trajectory(
         id=episode_id or uuid.uuid4().hex[:12],
@@ -54,50 +48,61 @@ def run_episode(
         meta={"media_info": info["media"]},
     )
     policy.reset(info)
+    return traj, obs
+
+
+def play_turn(
+    env: OmniVideoEnv, policy: Policy, obs: list[Message], traj: Trajectory, on_turn: OnTurn | None
+) -> tuple[list[Message], bool]:
+    """One turn: the policy acts, the environment steps, the turn is recorded.
+
+    Returns the next context and whether the episode is over.
+    """
     try:
-        while True:
-            try:
-                out = policy.act(obs)
-            except PolicyError as exc:
-                traj.stop_reason, traj.error = "policy_error", str(exc)
-                break
-            t0 = time.perf_counter()
-            obs, reward, terminated, truncated, info = env.step(out.text)
-            env_seconds = time.perf_counter() - t0
-            parsed = info.get("parsed") or {}
-            rec = TurnRecord(
-                turn=info["turn"],
-                raw_text=out.text,
-                observation=parsed.get("observation"),
-                thought=parsed.get("thought"),
-                action=parsed.get("action"),
-                action_type=info.get("action_type"),
-                error=info["error"],
-                error_message=info.get("error_message"),
-                notes=info.get("notes", []),
-                timestamps=info["timestamps"],
-                frames_used=info["frames_used"],
-                audio_seconds_used=info["audio_seconds_used"],
-                context_tokens=out.prompt_tokens,
-                completion_tokens=out.completion_tokens,
-                model_seconds=out.model_seconds,
-                env_seconds=env_seconds,
-                entropy=out.entropy,
-                entropy_is_estimate=out.entropy_is_estimate,
-                token_logprobs=out.token_logprobs,
-            )
-            traj.turns.append(rec)
-            traj.model_seconds += out.model_seconds
-            traj.env_seconds += env_seconds
-            traj.frames_used, traj.audio_seconds_used = info["frames_used"], info["audio_seconds_used"]
-            if on_turn is not None:
-                on_turn(rec, obs[-1]["content"])
-            if terminated or truncated:
-                traj.stop_reason = info["stop_reason"]
-                if terminated:
-                    traj.answer, traj.reward = info.get("answer"), float(reward)
-                    traj.meta["reward_available"] = info.get("reward_available", False)
-                break
+        out = policy.act(obs)
+    except PolicyError as exc:
+        traj.stop_reason, traj.error = "policy_error", str(exc)
+        return obs, True
+    t0 = time.perf_counter()
+    obs, reward, terminated, truncated, info = env.step(out.text)
+    rec = TurnRecord.from_step(out, info, env_seconds=time.perf_counter() - t0)
+    traj.turns.append(rec)
+    traj.model_seconds += rec.model_seconds
+    traj.env_seconds += rec.env_seconds
+    traj.frames_used, traj.audio_seconds_used = rec.frames_used, rec.audio_seconds_used
+    if on_turn is not None:
+        on_turn(rec, obs[-1]["content"])
+    if terminated or truncated:
+        traj.stop_reason = info["stop_reason"]
+        if terminated:
+            traj.answer, traj.reward = info.get("answer"), float(reward)
+            traj.meta["reward_available"] = info.get("reward_available", False)
+    return obs, terminated or truncated
+
+
+def run_episode(
+    env: OmniVideoEnv,
+    policy: Policy,
+    options: dict[str, Any],
+    *,
+    episode_id: str | None = None,
+    seed: int | None = None,
+    on_turn: OnTurn | None = None,
+) -> Trajectory:
+    """Run one episode. ``options`` are ``env.reset`` options (media, question, task_type, ...).
+
+    Never raises for model misbehaviour: a policy error ends the episode with
+    ``stop_reason="policy_error"``; output that never parses ends it at the turn budget. A media
+    file the environment rejects raises :class:`envs.errors.MediaError` from ``reset``.
+    ``on_turn(record, percept_message_content)`` is called after each turn (for printing).
+    Ctrl-C raises :class:`EpisodeInterrupted` holding the turns so far.
+    """
+    wall0 = time.perf_counter()
+    traj, obs = start_trajectory(env, policy, options, episode_id, seed)
+    try:
+        done = False
+        while not done:
+            obs, done = play_turn(env, policy, obs, traj, on_turn)
     except KeyboardInterrupt as exc:
         traj.stop_reason = "interrupted"
         traj.wall_seconds = time.perf_counter() - wall0

@@ -1,9 +1,13 @@
 """A self-contained HTML page for one trajectory: what the agent looked at, turn by turn.
 
 ``write_report(trajectory, "out.html")`` re-fetches the frames of every turn from the media file at
-the exact timestamps the trajectory recorded (small thumbnails, JPEG data URLs), draws each audio
-span as an inline SVG waveform, and lays out the observation / thought / action text, errors and
-notes. Inline CSS, no scripts, no external requests: the file can be mailed or archived as is.
+the exact timestamps the trajectory recorded (small thumbnails, JPEG data URLs; "N of M frames
+shown" where a clip is thinned), draws each served audio span as an inline SVG waveform with a
+playable ``<audio>`` element (WAV re-decoded from the media), draws a timeline strip of where each
+turn looked over the media's duration (with the evidence interval when known), shows the context
+as the model saw it before each turn (purged media as their stubs; :mod:`omniagent.report_parts`),
+and lays out the observation / thought / action text, errors and notes. Inline CSS, no scripts, no
+external requests: the file can be mailed or archived as is.
 
 When the media file is missing or unreadable the page still renders, with the timestamps only.
 
@@ -22,7 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from omniagent.trajectory import Trajectory, write_atomic
+from envs.jsonl import write_atomic
+from envs.limits import EnvLimits
+from omniagent.report_parts import replay_contexts, timeline_svg, wav_data_url
+from omniagent.trajectory import Trajectory
 
 THUMB_SIDE = 160  # longer side of a thumbnail, pixels
 MAX_CLIP_THUMBS = 12  # a clip's frames shown (evenly picked)
@@ -55,6 +62,12 @@ pre{margin:0;white-space:pre-wrap;word-break:break-word;font-size:12px;backgroun
 .times{font-size:12px;color:#5a6475}
 .missing{color:#8a6d1f;font-style:italic}
 .stats{font-size:12px;color:#6b7585;margin-top:8px}
+.thinned{font-size:12px;color:#8a6d1f;margin:0 0 6px}
+section.timeline{background:#fff;border:1px solid #dde2ea;border-radius:8px;margin:0 0 16px;padding:10px 16px}
+section.timeline h2{font-size:14px;margin:0 0 6px}
+details.context{margin:8px 0 0}
+details.context summary{cursor:pointer;color:#4a5568;font-size:12px}
+.msg{margin:4px 0}.msg b{font-size:11px;color:#6b7585;text-transform:uppercase}
 """
 
 TEMPLATE = """<!doctype html>
@@ -79,6 +92,8 @@ TEMPLATE = """<!doctype html>
 </table>
 </header>
 <main>
+{% if timeline %}<section class="timeline" id="timeline"><h2>Where each turn looked (0 to {{ "%.1f"|format(duration or 0) }} s{% if evidence %}; evidence in yellow{% endif %})</h2>{{ timeline|safe }}</section>{% endif %}
+{% if context_note %}<p class="missing" id="context-note">{{ context_note }}</p>{% endif %}
 {% for turn in turns %}
 <section class="turn {{ turn.css }}" id="turn-{{ turn.n }}" data-turn="{{ turn.n }}" data-action="{{ turn.action_type or '' }}">
 <h2>Turn {{ turn.n }}<span class="action">{{ turn.summary }}</span></h2>
@@ -86,10 +101,11 @@ TEMPLATE = """<!doctype html>
 <div class="media">
 {% for th in turn.thumbs %}<figure class="thumb" data-time="{{ '%.3f'|format(th.time) }}"><img src="{{ th.src }}" width="{{ th.w }}" height="{{ th.h }}" alt="frame at {{ '%.2f'|format(th.time) }} s"><figcaption>{{ "%.2f"|format(th.time) }} s</figcaption></figure>
 {% endfor %}
-{% if turn.wave %}<figure class="wave">{{ turn.wave|safe }}<figcaption>audio {{ turn.wave_caption }}</figcaption></figure>{% endif %}
+{% if turn.wave %}<figure class="wave">{{ turn.wave|safe }}<figcaption>audio {{ turn.wave_caption }}</figcaption>{% if turn.audio_src %}<audio controls preload="none" src="{{ turn.audio_src }}" data-start="{{ '%.3f'|format(turn.span[0]) }}" data-end="{{ '%.3f'|format(turn.span[1]) }}"></audio>{% endif %}</figure>{% endif %}
 {% if turn.times_only %}<p class="times">{% if turn.missing %}<span class="missing">{{ turn.missing }}</span> {% endif %}timestamps: {{ turn.times_only }}</p>{% endif %}
 </div>
 {% endif %}
+{% if turn.thinned %}<p class="thinned">{{ turn.thinned }}</p>{% endif %}
 <dl>
 {% if turn.observation is not none %}<dt>observation</dt><dd>{{ turn.observation }}</dd>{% endif %}
 {% if turn.thought is not none %}<dt>thought</dt><dd>{{ turn.thought }}</dd>{% endif %}
@@ -99,6 +115,9 @@ TEMPLATE = """<!doctype html>
 {% if turn.raw %}<dt>raw output</dt><dd><pre>{{ turn.raw }}</pre></dd>{% endif %}
 </dl>
 <p class="stats">{{ turn.stats }}</p>
+{% if turn.context %}<details class="context"><summary>context the model saw before this turn ({{ turn.context|length }} messages)</summary>
+{% for m in turn.context %}<div class="msg"><b>{{ m.role }}</b><pre>{{ m.text }}</pre></div>{% endfor %}
+</details>{% endif %}
 </section>
 {% endfor %}
 {% if not turns %}<p class="missing">No turns were taken.</p>{% endif %}
@@ -221,6 +240,10 @@ def _turn_view(rec: Any, media: _Media, max_thumbs: int) -> dict[str, Any]:
         "wave_caption": "",
         "times_only": None,
         "missing": None,
+        "audio_src": None,
+        "span": None,
+        "thinned": None,
+        "context": None,
     }
     stats = [f"model {rec.model_seconds:.2f} s", f"env {rec.env_seconds:.3f} s"]
     if rec.entropy is not None:
@@ -238,6 +261,9 @@ def _turn_view(rec: Any, media: _Media, max_thumbs: int) -> dict[str, Any]:
     if rec.action_type in ("get_frames", "get_clip"):
         shown = times if rec.action_type == "get_frames" else _pick(times, MAX_CLIP_THUMBS)
         shown = shown[:max_thumbs]
+        if len(shown) < len(times):
+            kind = "clip frames" if rec.action_type == "get_clip" else "frames"
+            view["thinned"] = f"{len(shown)} of {len(times)} {kind} shown"
         frames = media.frames(shown)
         if frames:
             for t, img in frames:
@@ -260,6 +286,7 @@ def _turn_view(rec: Any, media: _Media, max_thumbs: int) -> dict[str, Any]:
         samples = media.audio(start, end)
         if samples is not None:
             view["wave"] = waveform_svg(samples, start, end)
+            view["audio_src"], view["span"] = wav_data_url(samples), (start, end)
             view["wave_caption"] = f"{start:.2f}–{end:.2f} s ({end - start:.2f} s)"
         elif rec.action_type == "get_audio":
             view["times_only"] = f"audio {start:.2f}–{end:.2f} s"
@@ -274,16 +301,25 @@ def render_report(
     *,
     thumb_side: int = THUMB_SIDE,
     max_thumbs_per_turn: int = 32,
+    evidence: list[list[float]] | None = None,
+    limits: EnvLimits | None = None,
 ) -> str:
     """The report's HTML as a string (see :func:`write_report`)."""
     import jinja2
 
     traj = trajectory if isinstance(trajectory, Trajectory) else Trajectory.load_json(trajectory)
-    media = _Media(str(media_path) if media_path is not None else traj.media, thumb_side)
+    path = str(media_path) if media_path is not None else traj.media
+    media = _Media(path, thumb_side)
     try:
         turns = [_turn_view(rec, media, max_thumbs_per_turn) for rec in traj.turns]
+        duration = media.src.info.duration if media.src is not None else None
     finally:
         media.close()
+    duration = duration or (traj.meta.get("media_info") or {}).get("duration")
+    evidence = evidence if evidence is not None else traj.meta.get("evidence")
+    contexts, context_note = replay_contexts(traj, path, limits) if media.src is not None else ([], None)
+    for view, context in zip(turns, contexts, strict=False):
+        view["context"] = context
     if traj.stop_reason == "answered":
         answer_text, answer_class = json.dumps(traj.answer), "ok" if traj.reward > 0 else ""
     elif traj.stop_reason == "turn_budget":
@@ -308,6 +344,10 @@ def render_report(
         truth_text=json.dumps(traj.ground_truth),
         reward_text=reward_text,
         media_note=media.note,
+        timeline=timeline_svg(traj.turns, duration, evidence),
+        duration=duration,
+        evidence=evidence,
+        context_note=context_note,
     )
 
 
@@ -318,15 +358,20 @@ def write_report(
     *,
     thumb_side: int = THUMB_SIDE,
     max_thumbs_per_turn: int = 32,
+    evidence: list[list[float]] | None = None,
+    limits: EnvLimits | None = None,
 ) -> Path:
     """Write a self-contained HTML report of ``trajectory`` (a :class:`Trajectory` or a JSON path).
 
     ``media_path`` defaults to the trajectory's own ``media``; when the file is missing or
-    unreadable the page shows timestamps instead of thumbnails and waveforms.
+    unreadable the page shows timestamps instead of thumbnails and waveforms. ``evidence``
+    (``[[start, end], ...]``, default ``meta["evidence"]``) is drawn on the timeline; ``limits`` are
+    the run's environment limits, used to rebuild each turn's context (default limits otherwise).
     """
     html = render_report(
-        trajectory, media_path, thumb_side=thumb_side, max_thumbs_per_turn=max_thumbs_per_turn
-    )
+        trajectory, media_path, thumb_side=thumb_side, max_thumbs_per_turn=max_thumbs_per_turn,
+        evidence=evidence, limits=limits,
+    )  # fmt: skip
     write_atomic(path, html)
     return Path(path)
 
@@ -337,8 +382,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", help="HTML file to write")
     p.add_argument("--media", help="media file (default: the path recorded in the trajectory)")
     p.add_argument("--thumb-side", type=int, default=THUMB_SIDE)
+    p.add_argument(
+        "--evidence", help='evidence intervals as JSON, e.g. "[[12.0, 15.5]]" (shown on the timeline)'
+    )
+    p.add_argument(
+        "--limits", default="{}", help="JSON EnvLimits of the run (to rebuild the contexts exactly)"
+    )
     args = p.parse_args(argv)
-    path = write_report(args.trajectory, args.out, args.media, thumb_side=args.thumb_side)
+    path = write_report(
+        args.trajectory, args.out, args.media, thumb_side=args.thumb_side,
+        evidence=json.loads(args.evidence) if args.evidence else None, limits=EnvLimits(**json.loads(args.limits)),
+    )  # fmt: skip
     print(path)
     return 0
 

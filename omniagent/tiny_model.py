@@ -125,8 +125,11 @@ def _default_cache_dir(seed: int) -> Path:
     return root / f"tiny-thinker-v{BUILD_VERSION}-seed{seed}"
 
 
-def _train_tokenizer() -> Any:
-    """Train the byte-level BPE (deterministic: fixed corpus, single-threaded merges) and wrap it."""
+def _train_tokenizer(corpus: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> Any:
+    """Train the byte-level BPE (deterministic: fixed corpus, single-threaded merges) and wrap it.
+
+    ``corpus``/``vocab_size``: another corpus and size (``rl/tiny_agent.py`` trains the agent's on the
+    environment's own prompts, which makes its contexts several times shorter)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
@@ -142,12 +145,12 @@ def _train_tokenizer() -> Any:
     )
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
+        vocab_size=vocab_size,
         special_tokens=list(SPECIAL_TOKENS),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(_CORPUS * 4, trainer=trainer)
+    bpe.train_from_iterator(_CORPUS * 4 if corpus is None else corpus, trainer=trainer)
     state = json.loads(bpe.to_str())["model"]
     vocab: dict[str, int] = state["vocab"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]

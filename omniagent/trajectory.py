@@ -1,28 +1,78 @@
-"""Trajectory records: everything one episode did, turn by turn, saved as JSON/JSONL and reloadable."""
+"""Trajectory records: everything one episode did, turn by turn, saved as JSON/JSONL and reloadable.
+
+Any text a model writes must survive a save and a reload, including unpaired UTF-16 surrogates
+(a model that writes the JSON escape ``"\\ud800"`` yields one), which UTF-8 cannot encode. Every
+string that enters a record, at construction or by assignment, is made safe here with
+:func:`envs.actions.safe_text` (the environment's own rule: unpaired surrogates become U+FFFD,
+pairs are joined), so a record always serialises and reloads equal to itself.
+Files are read and written through :mod:`envs.jsonl`.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticSerializationError
+
+from envs import jsonl
+from envs.actions import safe_text
+
+if TYPE_CHECKING:
+    from omniagent.policy import TurnOutput
 
 StopReason = Literal["answered", "turn_budget", "policy_error", "interrupted", "media_error"]
+RecordedEstimator = Literal["exact", "topk_lump", "topk_legacy"]
+"""``entropy_estimator`` of a saved turn; ``topk_legacy``: an older top-k estimate (files written
+before the estimator was recorded), not comparable with ``topk_lump``."""
 
 
-class TurnRecord(BaseModel):
+def safe_tree(value: Any) -> Any:
+    """``value`` with every string in it (dict keys included) made UTF-8 safe."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_tree(k): safe_tree(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [safe_tree(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(safe_tree(v) for v in value)
+    return value
+
+
+SafeStr = Annotated[str, AfterValidator(safe_text)]
+SafeAny = Annotated[Any, AfterValidator(safe_tree)]
+SafeDict = Annotated[dict[str, Any], AfterValidator(safe_tree)]
+
+
+class _Record(BaseModel):
+    """Strings are made safe on construction and on assignment; a string that slipped in unsafely
+    (a dict mutated in place) is made safe when the record is dumped, so dumping never fails on
+    what a model wrote, whichever writer calls it."""
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        try:
+            return super().model_dump_json(**kwargs)
+        except PydanticSerializationError:
+            return type(self).model_validate(self.model_dump()).model_dump_json(**kwargs)
+
+
+class TurnRecord(_Record):
     turn: int
-    raw_text: str
-    observation: str | None = None
-    thought: str | None = None
-    action: dict[str, Any] | None = None
+    raw_text: SafeStr
+    observation: SafeStr | None = None
+    thought: SafeStr | None = None
+    action: SafeDict | None = None
     action_type: str | None = None
     error: str | None = None
-    error_message: str | None = None
-    notes: list[str] = Field(default_factory=list)
+    error_message: SafeStr | None = None
+    notes: list[SafeStr] = Field(default_factory=list)
     timestamps: list[float] = Field(
         default_factory=list, description="times of the percept this turn fetched"
     )
@@ -33,8 +83,57 @@ class TurnRecord(BaseModel):
     model_seconds: float = 0.0
     env_seconds: float = 0.0
     entropy: float | None = None
-    entropy_is_estimate: bool = False
+    entropy_estimator: RecordedEstimator | None = None
     token_logprobs: list[float] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_estimate_flag(cls, data: Any) -> Any:
+        """Files written before ``entropy_estimator`` carry a bool ``entropy_is_estimate``."""
+        if isinstance(data, dict) and "entropy_is_estimate" in data:
+            data = dict(data)
+            flag = data.pop("entropy_is_estimate")
+            if data.get("entropy_estimator") is None and data.get("entropy") is not None:
+                data["entropy_estimator"] = "topk_legacy" if flag else "exact"
+        return data
+
+    @property
+    def entropy_is_estimate(self) -> bool:
+        """True when the entropy comes from truncated top-k log-probs rather than full logits."""
+        return self.entropy_estimator not in (None, "exact")
+
+    @classmethod
+    def from_step(
+        cls, out: TurnOutput, info: Mapping[str, Any], *, env_seconds: float = 0.0, **fields: Any
+    ) -> TurnRecord:
+        """The record of one turn: the policy's output ``out`` and the environment's step ``info``.
+
+        ``fields`` override or add to what ``info`` holds (a single-turn baseline passes the percept
+        statistics it served itself, with an empty ``info``).
+        """
+        parsed = info.get("parsed") or {}
+        data: dict[str, Any] = {
+            "turn": info.get("turn", 1),
+            "raw_text": out.text,
+            "observation": parsed.get("observation"),
+            "thought": parsed.get("thought"),
+            "action": parsed.get("action"),
+            "action_type": info.get("action_type"),
+            "error": info.get("error"),
+            "error_message": info.get("error_message"),
+            "notes": list(info.get("notes") or []),
+            "timestamps": list(info.get("timestamps") or []),
+            "frames_used": info.get("frames_used", 0),
+            "audio_seconds_used": info.get("audio_seconds_used", 0.0),
+            "context_tokens": out.prompt_tokens,
+            "completion_tokens": out.completion_tokens,
+            "model_seconds": out.model_seconds,
+            "env_seconds": env_seconds,
+            "entropy": out.entropy,
+            "entropy_estimator": out.entropy_estimator,
+            "token_logprobs": out.token_logprobs,
+        }
+        return cls(**{**data, **fields})
 
     def request(self) -> str:
         """The action as one line: ``get_frames 0.00-20.00 s num=8``, ``answer "B"``, ``no valid action``."""
@@ -49,26 +148,26 @@ class TurnRecord(BaseModel):
         )
 
 
-class Trajectory(BaseModel):
-    id: str
-    media: str
-    question: str
+class Trajectory(_Record):
+    id: SafeStr
+    media: SafeStr
+    question: SafeStr
     task_type: str
-    choices: list[str] | None = None
-    ground_truth: Any = None
+    choices: list[SafeStr] | None = None
+    ground_truth: SafeAny = None
     max_turns: int
-    policy: str = ""
+    policy: SafeStr = ""
     turns: list[TurnRecord] = Field(default_factory=list)
-    answer: Any = None  # parsed answer, None when the episode did not answer
+    answer: SafeAny = None  # parsed answer, None when the episode did not answer
     reward: float = 0.0
     stop_reason: StopReason | None = None
-    error: str | None = None
+    error: SafeStr | None = None
     frames_used: int = 0
     audio_seconds_used: float = 0.0
     model_seconds: float = 0.0
     env_seconds: float = 0.0
     wall_seconds: float = 0.0
-    meta: dict[str, Any] = Field(default_factory=dict)
+    meta: SafeDict = Field(default_factory=dict)
 
     @property
     def answered(self) -> bool:
@@ -79,56 +178,19 @@ class Trajectory(BaseModel):
         return len(self.turns)
 
     def save_json(self, path: str | os.PathLike[str]) -> None:
-        write_atomic(path, self.model_dump_json(indent=2))
+        jsonl.write_atomic(path, self.model_dump_json(indent=2))
 
     @classmethod
     def load_json(cls, path: str | os.PathLike[str]) -> Trajectory:
-        return cls.model_validate_json(Path(path).read_text())
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write a whole file so that a crash leaves either the old or the new content, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def append_jsonl(path: str | os.PathLike[str], record: BaseModel | dict[str, Any]) -> None:
-    """Append one record as a single line with one write and an fsync, so a killed run leaves
-    whole lines only (readers skip a torn last line, see :func:`read_jsonl`)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = (
-        record.model_dump_json() if isinstance(record, BaseModel) else json.dumps(record, default=str)
-    ) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Records of a JSONL file; a torn final line (a crash mid-write) is skipped, any other bad line raises."""
-    path = Path(path)
-    if not path.exists():
-        return
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines) - 1:
-                return
-            raise ValueError(f"{path}:{i + 1}: not valid JSON ({exc.msg})") from exc
+        # json.loads, not pydantic's parser: a file may hold "\ud800" escapes written by other tools
+        return cls.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
 def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
-    return [Trajectory.model_validate(r) for r in read_jsonl(path)]
+    """Every trajectory of a JSONL file (a torn last line, from a killed run, is skipped)."""
+    return jsonl.read_jsonl(path, Trajectory.model_validate, torn_tail=True)
 
 
 def save_trajectories(trajs: Iterable[Trajectory], path: str | os.PathLike[str]) -> None:
-    write_atomic(path, "".join(t.model_dump_json() + "\n" for t in trajs))
+    """Write a whole JSONL file of trajectories atomically."""
+    jsonl.write_atomic(path, "".join(t.model_dump_json() + "\n" for t in trajs))

@@ -53,23 +53,19 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from envs.env import EnvLimits, OmniVideoEnv
+from envs.env import OmniVideoEnv
+from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.tasks import Task
 from omniagent.backends.convert import build_model_inputs
 from omniagent.backends.vllm_backend import build_vllm_request
+from rl.media_tokens import omni_media_token_ids
 from rl.rl_dataset import task_from_extra_info
 
 logger = logging.getLogger(__name__)
 
 AGENT_NAME = "omniagent"
 INVALID_ACTION = "invalid"  # action_type of a turn whose output did not parse
-# env.limits keys of conf/taura.yaml -> EnvLimits fields (other keys must be EnvLimits fields themselves)
-LIMIT_ALIASES = {
-    "max_frames_per_call": "max_frames",
-    "max_audio_seconds_per_call": "max_audio_s",
-    "max_clip_seconds_per_call": "max_clip_s",
-}
 
 
 # ------------------------------------------------------------------ settings (the config's `env:` block)
@@ -109,10 +105,9 @@ class EnvSettings:
         unknown = set(env) - {"turns", "limits", "reward"}
         if unknown:
             raise ValueError(f"unknown env settings {sorted(unknown)}; expected turns, limits, reward")
-        limits = {LIMIT_ALIASES.get(k, k): v for k, v in (env.get("limits") or {}).items()}
         return cls(
             turns=TurnBudgetConfig(**(env.get("turns") or {})),
-            limits=EnvLimits(**limits),
+            limits=EnvLimits(**(env.get("limits") or {})),  # unknown limit names are refused
             reward=RewardConfig(**(env.get("reward") or {})),
         )
 
@@ -222,6 +217,39 @@ def build_turn_prompt(
     )
 
 
+@dataclass
+class TurnResponse:
+    """One turn's generated tokens as trained on, and their text as the environment reads it."""
+
+    ids: list[int]
+    mask: list[int]
+    logprobs: list[float] | None
+    text: str
+    cut: bool  # cut before a media token
+
+
+@dataclass
+class EpisodeTally:
+    """What an episode has produced so far: the outcome, format errors, the server's staleness tags."""
+
+    budget: int
+    env_reward: float = 0.0
+    answered: bool = False
+    format_errors: int = 0
+    stop_reason: str | None = None
+    global_steps: list[int] = field(default_factory=list)
+
+    def step(self, reward: float, terminated: bool, info: dict[str, Any], server_extra: Any) -> None:
+        if info.get("error"):
+            self.format_errors += 1
+        if terminated:
+            self.env_reward, self.answered = float(reward), True
+        for key in ("min_global_steps", "max_global_steps", "global_steps"):
+            value = (server_extra or {}).get(key)
+            if value is not None:
+                self.global_steps.append(int(value))
+
+
 # ------------------------------------------------------------------ the agent loop
 
 
@@ -236,11 +264,9 @@ class OmniAgentLoop(AgentLoopBase):
         self.settings = EnvSettings.from_config(self.config.get("env"))
         if self.processor is None:
             raise ValueError(
-                "the omniagent agent loop needs the Qwen2.5-Omni processor; load rl.omni_plugin "
-                "(actor_rollout_ref.model.external_lib=rl.omni_plugin) so verl accepts it"
+                "the omniagent agent loop needs the Qwen2.5-Omni processor; load rl.verl_omni "
+                "(actor_rollout_ref.model.external_lib=rl.verl_omni) so verl accepts it"
             )
-        from rl.omni_plugin import omni_media_token_ids
-
         self.media_token_ids = frozenset(omni_media_token_ids(self.processor))
         self.eos_token_id = int(self.tokenizer.eos_token_id)
 
@@ -251,7 +277,7 @@ class OmniAgentLoop(AgentLoopBase):
     def _clean_response(self, token_output: Any) -> tuple[list[int], list[float] | None, bool]:
         """The sampled ids (and log-probs) capped at response_length and cut before any media token.
 
-        Media tokens should never be sampled (rl.omni_plugin bans them in vLLM); if one is anyway, only the
+        Media tokens should never be sampled (rl.verl_omni bans them in vLLM); if one is anyway, only the
         prefix before it is kept, so the row still matches its features. Returns (ids, logprobs, was_cut).
         """
         ids = [int(t) for t in token_output.token_ids][: self.response_length]
@@ -288,10 +314,9 @@ class OmniAgentLoop(AgentLoopBase):
 
         request_id = uuid4().hex  # one sticky session per trajectory (prefix caching on the same server)
         generate_extra = {"priority": int(row["priority"])} if "priority" in row else {}
+        tally = EpisodeTally(budget=budget)
+        episode_fields = {"session_id": session_id, "task_id": task.id, "turn_budget": budget}
         outputs: list[AgentLoopOutput] = []
-        env_reward, answered, format_errors = 0.0, False, 0
-        stop_reason = None
-        global_steps: list[int] = []
         for turn in range(budget):
             prompt: TurnPrompt = await self._call(
                 build_turn_prompt, obs, self.processor, self.tokenizer, self.mm_processor_kwargs
@@ -302,7 +327,7 @@ class OmniAgentLoop(AgentLoopBase):
                         f"the first turn's prompt has {len(prompt.prompt_ids)} tokens, at or over "
                         f"rollout.prompt_length={self.prompt_length}; raise data.max_prompt_length"
                     )
-                stop_reason = "context_overflow"
+                tally.stop_reason = "context_overflow"
                 break
             started = time.perf_counter()
             token_output = await self.server_manager.generate(
@@ -316,77 +341,85 @@ class OmniAgentLoop(AgentLoopBase):
                 **generate_extra,
             )
             generate_s = time.perf_counter() - started
-            response_ids, logprobs, cut = self._clean_response(token_output)
-            text = self.tokenizer.decode(response_ids, skip_special_tokens=True)
-            response_mask = [1] * len(response_ids)
-            if not response_ids:  # aborted request, or a media token first: one masked EOS, nothing to learn
-                response_ids, response_mask = [self.eos_token_id], [0]
-                logprobs = [0.0] if logprobs is not None else None
-
+            response = self._response(token_output)
             started = time.perf_counter()
-            obs, reward, terminated, truncated, info = await self._call(env.step, text)
-            step_s = time.perf_counter() - started
-
-            if info.get("error"):
-                format_errors += 1
-            if terminated:
-                env_reward, answered = float(reward), True
-            server_extra = dict(token_output.extra_fields or {})
-            for key in ("min_global_steps", "max_global_steps", "global_steps"):
-                if server_extra.get(key) is not None:
-                    global_steps.append(int(server_extra[key]))
-            extra = {
-                **server_extra,
-                "turn_index": turn,
-                "action_type": info.get("action_type") or INVALID_ACTION,
-                "error": info.get("error"),
-                "frames_used": int(info.get("frames_used", 0)),
-                "audio_seconds_used": float(info.get("audio_seconds_used", 0.0)),
-                "session_id": session_id,
-                "task_id": task.id,
-                "turn_budget": budget,
-                "media_in_prompt": dict(prompt.media_counts),
-                "response_cut_at_media_token": cut,
-                "turn_scores": [],
-                "tool_rewards": [],
-            }
+            obs, reward, terminated, truncated, info = await self._call(env.step, response.text)
+            metrics = AgentLoopMetrics(
+                generate_sequences=generate_s,
+                tool_calls=time.perf_counter() - started,
+                num_preempted=-1 if token_output.num_preempted is None else token_output.num_preempted,
+            )
+            tally.step(reward, terminated, info, token_output.extra_fields)
             outputs.append(
-                AgentLoopOutput(
-                    prompt_ids=prompt.prompt_ids,
-                    response_ids=response_ids,
-                    response_mask=response_mask,
-                    response_logprobs=logprobs,
-                    multi_modal_data=prompt.multi_modal_data,
-                    mm_processor_kwargs=prompt.mm_processor_kwargs,
-                    num_turns=2 * (turn + 1),  # user + assistant messages so far (verl's count)
-                    metrics=AgentLoopMetrics(
-                        generate_sequences=generate_s,
-                        tool_calls=step_s,
-                        num_preempted=-1
-                        if token_output.num_preempted is None
-                        else token_output.num_preempted,
-                    ),
-                    extra_fields=extra,
-                )
+                self._turn_output(turn, prompt, response, token_output, info, metrics, episode_fields)
             )
             if terminated or truncated:
-                stop_reason = info.get("stop_reason")
+                tally.stop_reason = info.get("stop_reason")
                 break
+        return self._finish(outputs, tally)
 
-        final = shaped_reward(env_reward, format_errors, answered, self.settings.reward)
+    def _response(self, token_output: Any) -> TurnResponse:
+        """The turn's training tokens and its decoded text; an empty turn becomes one masked EOS."""
+        ids, logprobs, cut = self._clean_response(token_output)
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        mask = [1] * len(ids)
+        if not ids:  # aborted request, or a media token first: one masked EOS, nothing to learn
+            ids, mask = [self.eos_token_id], [0]
+            logprobs = [0.0] if logprobs is not None else None
+        return TurnResponse(ids=ids, mask=mask, logprobs=logprobs, text=text, cut=cut)
+
+    def _turn_output(
+        self,
+        turn: int,
+        prompt: TurnPrompt,
+        response: TurnResponse,
+        token_output: Any,
+        info: dict[str, Any],
+        metrics: AgentLoopMetrics,
+        episode_fields: dict[str, Any],
+    ) -> AgentLoopOutput:
+        """One training row: this turn's prompt, its tokens, and what the environment said about it."""
+        extra = {
+            **dict(token_output.extra_fields or {}),
+            "turn_index": turn,
+            "action_type": info.get("action_type") or INVALID_ACTION,
+            "error": info.get("error"),
+            "frames_used": int(info.get("frames_used", 0)),
+            "audio_seconds_used": float(info.get("audio_seconds_used", 0.0)),
+            **episode_fields,  # session_id, task_id, turn_budget
+            "media_in_prompt": dict(prompt.media_counts),
+            "response_cut_at_media_token": response.cut,
+            "turn_scores": [],
+            "tool_rewards": [],
+        }
+        return AgentLoopOutput(
+            prompt_ids=prompt.prompt_ids,
+            response_ids=response.ids,
+            response_mask=response.mask,
+            response_logprobs=response.logprobs,
+            multi_modal_data=prompt.multi_modal_data,
+            mm_processor_kwargs=prompt.mm_processor_kwargs,
+            num_turns=2 * (turn + 1),  # user + assistant messages so far (verl's count)
+            metrics=metrics,
+            extra_fields=extra,
+        )
+
+    def _finish(self, outputs: list[AgentLoopOutput], tally: EpisodeTally) -> list[AgentLoopOutput]:
+        """The episode's shaped reward and outcome on every turn's row."""
+        final = shaped_reward(tally.env_reward, tally.format_errors, tally.answered, self.settings.reward)
         reward_info = {
-            "acc": env_reward,
-            "answered": answered,
-            "format_errors": format_errors,
+            "acc": tally.env_reward,
+            "answered": tally.answered,
+            "format_errors": tally.format_errors,
             "turns": len(outputs),
-            "turn_budget": budget,
+            "turn_budget": tally.budget,
         }
         for output in outputs:
             output.reward_score = final
             output.extra_fields["reward_extra_info"] = dict(reward_info)
-            output.extra_fields["stop_reason"] = stop_reason
-            output.extra_fields["env_reward"] = env_reward
-            if global_steps:  # staleness tags span the whole trajectory
-                output.extra_fields["min_global_steps"] = min(global_steps)
-                output.extra_fields["max_global_steps"] = max(global_steps)
+            output.extra_fields["stop_reason"] = tally.stop_reason
+            output.extra_fields["env_reward"] = tally.env_reward
+            if tally.global_steps:  # staleness tags span the whole trajectory
+                output.extra_fields["min_global_steps"] = min(tally.global_steps)
+                output.extra_fields["max_global_steps"] = max(tally.global_steps)
         return outputs

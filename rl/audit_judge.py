@@ -1,27 +1,39 @@
 """The reasoning judge of teacher-trajectory synthesis (:mod:`rl.synthesize`).
 
-:class:`OpenAIJudge` audits a trajectory's reasoning through any OpenAI-compatible chat-completions
+:class:`ThoughtAuditJudge` audits a trajectory's reasoning through any OpenAI-compatible chat-completions
 endpoint (one call per trajectory); the prompt and the reply parsing live in :mod:`rl.sft_filters`.
 A judge that cannot be reached, or whose replies do not parse after retries, raises
-:class:`JudgeError` -- a trajectory is never passed or failed without its audit.
+:class:`AuditJudgeError` -- a trajectory is never passed or failed without its audit.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from omniagent.trajectory import Trajectory
 from rl.sft_filters import AuditParseError, AuditResult, build_audit_messages, parse_audit_reply
 
-__all__ = ["JudgeError", "OpenAIJudge", "build_judge"]
+__all__ = ["AuditJudge", "AuditJudgeError", "ThoughtAuditJudge", "build_judge"]
 
 
-class JudgeError(RuntimeError):
-    """The reasoning judge is unreachable or keeps replying garbage: synthesis stops."""
+class AuditJudge(Protocol):
+    """What synthesis needs from a reasoning auditor (the judge model here, or an offline rule-based one)."""
+
+    def preflight(self) -> None:
+        """Raise :class:`AuditJudgeError` now if audits cannot work (called once before any teacher work)."""
+
+    def audit(self, traj: Trajectory) -> AuditResult:
+        """Score every turn's Thought of ``traj``; raise :class:`AuditJudgeError` rather than guess."""
 
 
-class OpenAIJudge:
+class AuditJudgeError(RuntimeError):
+    """The reasoning judge is unreachable or keeps replying garbage: synthesis stops.
+
+    Not the evaluation's answer-judge error: this judge audits reasoning, for training data only."""
+
+
+class ThoughtAuditJudge:
     """Reasoning audit through any OpenAI-compatible chat-completions endpoint (one call per trajectory)."""
 
     def __init__(
@@ -77,7 +89,7 @@ class OpenAIJudge:
                 last = exc
             if attempt < self.max_retries:
                 time.sleep(self.retry_wait * (attempt + 1))
-        raise JudgeError(
+        raise AuditJudgeError(
             f"reasoning judge {self.model!r} at {self.base_url} failed after {self.max_retries + 1} "
             f"attempt(s): {type(last).__name__}: {str(last).rstrip('.')}. Start the judge server (or fix judge.base_url / "
             "judge.model) and rerun; finished tasks are kept and skipped."
@@ -96,17 +108,22 @@ class OpenAIJudge:
                 return parse_audit_reply(reply, len(traj.turns), self.aggregate)
             except AuditParseError as exc:
                 last = exc
-        raise JudgeError(
+        raise AuditJudgeError(
             f"reasoning judge {self.model!r} at {self.base_url} gave no usable audit for trajectory "
             f"{traj.id} in {self.max_retries + 1} tries: {last}"
         )
 
 
-def build_judge(cfg: dict[str, Any]) -> OpenAIJudge | None:
+def build_judge(cfg: dict[str, Any], tasks: list[Any] | None = None) -> AuditJudge | None:
+    """The configured auditor: the judge model, or offline the rule-based one (``judge.kind``)."""
     if not cfg["filters"]["audit"]["enabled"]:
         return None
     j = cfg["judge"]
-    return OpenAIJudge(
+    from rl.audit_rules import RulesAuditor, judge_kind  # imports this module: load it lazily
+
+    if judge_kind(j, tasks) == "rules":
+        return RulesAuditor(aggregate=cfg["filters"]["audit"]["aggregate"])
+    return ThoughtAuditJudge(
         base_url=j["base_url"],
         model=j["model"],
         api_key=j.get("api_key") or "EMPTY",

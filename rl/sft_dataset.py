@@ -1,4 +1,4 @@
-"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft_data`) as Qwen2.5-Omni inputs.
+"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft_export`) as Qwen2.5-Omni inputs.
 
 verl's SFT trainer loads it through ``data.custom_cls.path=pkg://rl.sft_dataset`` and
 ``data.custom_cls.name=OmniTurnSFTDataset``, and calls (verl 0.9.1,
@@ -34,7 +34,6 @@ processor itself, so it passes ``processor=None``), ``image_pixels`` / ``video_p
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +41,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from omniagent.backends.convert import build_model_inputs, render_prompt  # noqa: E402
-from rl.sft_data import row_messages  # noqa: E402
+from omniagent.backends.convert import build_model_inputs, render_prompt
+from rl.sft_export import row_messages
 
 END_OF_TURN = "<|im_end|>"
 _DROP_KEYS = ("input_ids", "attention_mask", "use_audio_in_video", "mm_token_type_ids")

@@ -1,7 +1,7 @@
 """Teacher-trajectory synthesis for agentic SFT: best-of-N under random turn budgets, dual quality control.
 
     python rl/synthesize.py data.tasks=/data/synth/tasks.jsonl out_dir=/data/sft-synth \\
-        teacher.backend=openai teacher.kwargs.model=Qwen2.5-Omni-72B teacher.kwargs.temperature=0.8 \\
+        teacher.backend=openai teacher.kwargs.model=Qwen2.5-Omni-72B teacher.temperature=0.8 \\
         judge.base_url=http://judge:8000/v1 judge.model=Qwen3-32B
     python rl/synthesize.py --cfg job                      # print the composed config
 
@@ -14,13 +14,15 @@ sample can be re-run alone). Each trajectory then goes through :mod:`rl.sft_filt
 2. outcome verification: MCQ exact, TR IoU / NUM+SIZE MRA >= thresholds (``filters.outcome``);
 3. hindsight leakage (only with ``teacher.hindsight``);
 4. reasoning audit by a judge model on an OpenAI-compatible endpoint (``judge``): every turn's
-   Thought scored 1-5; kept when the aggregate (min by default) >= ``filters.audit.min_score``;
+   Thought scored 1-5; kept when the aggregate (min by default) >= ``filters.audit.min_score``.
+   Offline, on synthetic media, the rule-based auditor (:mod:`rl.audit_rules`, ``judge.kind``) takes
+   its place and also scores ``ff`` answers by exact match;
 5. dedupe by (media, question, answer) over the whole output.
 
 A judge that cannot be reached, or whose replies do not parse after retries, stops the run with
-:class:`JudgeError` -- a trajectory is never passed or failed without its audit. The judge client
-(:class:`OpenAIJudge`, :class:`JudgeError`, :func:`build_judge`) lives in :mod:`rl.audit_judge`
-and is re-exported here.
+:class:`AuditJudgeError` -- a trajectory is never passed or failed without its audit. The judge
+client (:class:`~rl.audit_judge.ThoughtAuditJudge`, :func:`~rl.audit_judge.build_judge`) lives in
+:mod:`rl.audit_judge`.
 
 Outputs in ``out_dir`` (append-only; a rerun skips finished task ids and drops the records of a task
 that was cut off mid-way):
@@ -41,40 +43,38 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
 import json
 import logging
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:  # `python rl/synthesize.py` puts rl/, not the repo, on sys.path
-    sys.path.insert(0, str(REPO_ROOT))
-
-from envs.env import EnvLimits, OmniVideoEnv  # noqa: E402
-from envs.errors import MediaError  # noqa: E402
-from envs.messages import Message, text_part  # noqa: E402
-from envs.tasks import Task, load_tasks_jsonl  # noqa: E402
-from omniagent.episode import run_episode  # noqa: E402
-from omniagent.policy import Policy, TurnOutput, make_policy  # noqa: E402
-from omniagent.trajectory import Trajectory, append_jsonl, read_jsonl, write_atomic  # noqa: E402
-from rl.audit_judge import JudgeError, OpenAIJudge, build_judge  # noqa: E402
-from rl.sft_filters import (  # noqa: E402
+from envs.env import OmniVideoEnv
+from envs.errors import MediaError
+from envs.jsonl import read_jsonl, write_atomic
+from envs.limits import EnvLimits
+from envs.messages import Message, text_part
+from envs.tasks import Task, load_tasks_jsonl
+from omniagent.episode import run_episode
+from omniagent.eval.batch import ErrorStreak, FolderLockedError, ResumableBatch
+from omniagent.policy import Policy, TurnOutput, make_policy
+from omniagent.trajectory import Trajectory
+from rl.audit_judge import AuditJudge, AuditJudgeError, build_judge
+from rl.sft_filters import (
     Deduper,
     OutcomeThresholds,
     find_leaks,
     hygiene_reasons,
     numbers_in,
     outcome_check,
-    reason_code,
 )
+from rl.synthesis_stats import summarize, task_statistics
 
 logger = logging.getLogger("omniagent.synthesize")
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 KEPT, REJECTED, TASK_STATS, SUMMARY = "kept.jsonl", "rejected.jsonl", "task_stats.jsonl", "summary.json"
 
@@ -153,15 +153,6 @@ def draw_budget(seed: int, lo: int, hi: int) -> int:
     return int(np.random.default_rng([seed, 1]).integers(lo, hi + 1))
 
 
-def _load_backends() -> None:
-    """Register the built-in backends that ``omniagent.backends`` may not import yet."""
-    for mod in ("omniagent.backends.scripted", "omniagent.backends.openai_backend"):
-        try:
-            importlib.import_module(mod)
-        except ImportError as exc:  # pragma: no cover - optional backend missing
-            logger.debug("backend %s not available: %s", mod, exc)
-
-
 # --------------------------------------------------------------------------------------------------
 # Quality control of one task's samples
 # --------------------------------------------------------------------------------------------------
@@ -179,7 +170,7 @@ def quality_control(
     trajs: list[Trajectory],
     task: Task,
     cfg: dict[str, Any],
-    judge: OpenAIJudge | None,
+    judge: AuditJudge | None,
     deduper: Deduper,
 ) -> None:
     """Fill ``traj.meta["qc"]`` of every trajectory: ``kept``, ``reasons``, scores, audit, leaks."""
@@ -214,7 +205,7 @@ def quality_control(
 
     if audit_cfg["enabled"]:
         if judge is None:
-            raise JudgeError("filters.audit.enabled is true but no judge is configured")
+            raise AuditJudgeError("filters.audit.enabled is true but no judge is configured")
         for traj in trajs:
             qc = traj.meta["qc"]
             if qc["reasons"] and not audit_cfg["audit_rejected"]:
@@ -249,74 +240,17 @@ def quality_control(
         traj.meta["qc"]["kept"] = not traj.meta["qc"]["reasons"]
 
 
-def task_statistics(task: Task, trajs: list[Trajectory], seconds: float, error: str | None = None) -> dict:
-    kept = [t for t in trajs if t.meta.get("qc", {}).get("kept")]
-    reasons = Counter(reason_code(r) for t in trajs for r in t.meta.get("qc", {}).get("reasons", []))
-    detailed = Counter(r for t in trajs for r in t.meta.get("qc", {}).get("reasons", []))
-    n_outcome = sum(1 for t in trajs if t.meta.get("qc", {}).get("outcome_passed"))
-    turns = [len(t.turns) for t in trajs]
-    return {
-        "task_id": task.id,
-        "task_type": task.task_type,
-        "media": task.media,
-        "n_samples": len(trajs),
-        "n_outcome_pass": n_outcome,
-        "pass_at_n": float(n_outcome > 0),  # outcome verification only (the paper's pass@N)
-        "pass_at_n_kept": float(bool(kept)),  # after all quality control
-        "n_kept": len(kept),
-        "mean_turns": float(np.mean(turns)) if turns else 0.0,
-        "mean_turns_kept": float(np.mean([len(t.turns) for t in kept])) if kept else None,
-        "budgets": [t.max_turns for t in trajs],
-        "rejections": dict(reasons),
-        "rejections_detailed": dict(detailed),
-        "seconds": round(seconds, 3),
-        "error": error,
-    }
-
-
-def summarize(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    ok = [s for s in stats if not s.get("error")]
-    by_type: dict[str, list[dict]] = {}
-    for s in ok:
-        by_type.setdefault(s["task_type"], []).append(s)
-
-    def block(rows: list[dict]) -> dict[str, Any]:
-        n = sum(r["n_samples"] for r in rows)
-        rej: Counter = Counter()
-        for r in rows:
-            rej.update(r["rejections"])
-        return {
-            "tasks": len(rows),
-            "samples": n,
-            "kept": sum(r["n_kept"] for r in rows),
-            "pass_at_n": float(np.mean([r["pass_at_n"] for r in rows])) if rows else 0.0,
-            "pass_at_n_kept": float(np.mean([r["pass_at_n_kept"] for r in rows])) if rows else 0.0,
-            "outcome_pass_rate": sum(r["n_outcome_pass"] for r in rows) / n if n else 0.0,
-            "mean_turns": float(np.mean([r["mean_turns"] for r in rows])) if rows else 0.0,
-            "rejections": dict(rej),
-        }
-
-    return {
-        **block(ok),
-        "failed_tasks": [{"task_id": s["task_id"], "error": s["error"]} for s in stats if s.get("error")],
-        "by_type": {k: block(v) for k, v in sorted(by_type.items())},
-    }
-
-
 # --------------------------------------------------------------------------------------------------
 # The run
 # --------------------------------------------------------------------------------------------------
 
 
-def _drop_unfinished(path: Path, done: set[str]) -> int:
-    """Rewrite ``path`` without records of tasks that did not finish (a crash mid-task)."""
-    if not path.exists():
-        return 0
-    records = list(read_jsonl(path))
-    keep = [r for r in records if r.get("meta", {}).get("task_id") in done]
-    if len(keep) != len(records) or path.read_text(encoding="utf-8").count("\n") != len(records):
-        write_atomic(path, "".join(json.dumps(r, default=str) + "\n" for r in keep))
-    return len(records) - len(keep)
+def seeded_deduper(kept: Path) -> Deduper:
+    """A deduper that already holds the kept trajectories of earlier (resumed) runs."""
+    deduper = Deduper()
+    for traj in read_jsonl(kept, Trajectory.model_validate, missing_ok=True):
+        deduper.add(traj)
+    return deduper
 
 
 def select_tasks(cfg: dict[str, Any]) -> list[Task]:
@@ -331,105 +265,148 @@ def select_tasks(cfg: dict[str, Any]) -> list[Task]:
     return tasks
 
 
+def task_hint(task: Task, teacher_cfg: dict[str, Any]) -> str | None:
+    """The hindsight hint for ``task`` (None without hindsight, or when the task has no evidence)."""
+    if not teacher_cfg["hindsight"]:
+        return None
+    if not task.evidence:
+        logger.warning("task %s has no evidence intervals; its teacher gets no hint", task.id)
+        return None
+    return (teacher_cfg.get("hint_template") or DEFAULT_HINT).format(
+        intervals=format_intervals(task.evidence)
+    )
+
+
+class Sampler:
+    """Runs the teacher's best-of-N episodes of one task, each with its own seed and turn budget."""
+
+    def __init__(self, cfg: dict[str, Any], env: OmniVideoEnv, policy: Policy, limits: EnvLimits) -> None:
+        self.env, self.policy, self.limits = env, policy, limits
+        self.seed, self.n = int(cfg["seed"]), int(cfg["n_samples"])
+        self.lo, self.hi = int(cfg["turn_budget"]["min"]), int(cfg["turn_budget"]["max"])
+        self.streak = ErrorStreak(
+            int(cfg["teacher"].get("max_consecutive_policy_errors") or 0),
+            error=lambda n, last: SynthesisError(
+                f"the teacher failed {n} episodes in a row; last error: {last}"
+            ),
+        )
+
+    def episode(self, task: Task, i: int, hint: str | None) -> Trajectory:
+        seed = sample_seed(self.seed, task.id, i)
+        budget = draw_budget(seed, self.lo, self.hi)
+        teacher = TeacherPolicy(self.policy, hint=hint, seed=seed)
+        traj = run_episode(
+            self.env, teacher, task.env_options(budget), episode_id=f"{task.id}#{i}", seed=seed
+        )
+        traj.meta.update(
+            task_id=task.id,
+            sample=i,
+            seed=seed,
+            budget=budget,
+            evidence=task.evidence,
+            hindsight=hint is not None,
+            env_limits=self.limits.model_dump(),
+            teacher=teacher.name,
+        )
+        return traj
+
+    def task(self, task: Task, hint: str | None) -> tuple[list[Trajectory], str | None]:
+        """The task's trajectories, or the media error that stopped it (then its trajectories are dropped)."""
+        trajs: list[Trajectory] = []
+        for i in range(self.n):
+            try:
+                traj = self.episode(task, i, hint)
+            except MediaError as exc:
+                return trajs, f"{type(exc).__name__}: {exc}"
+            trajs.append(traj)
+            self.streak.update(failed=traj.stop_reason == "policy_error", detail=traj.error)
+        return trajs, None
+
+
+def build_teacher(cfg: dict[str, Any], limits: EnvLimits) -> Policy:
+    """``teacher.backend`` with ``teacher.kwargs`` (null values left out); backends that take ``limits`` /
+    ``temperature`` get the run's (``make_policy``'s shared settings)."""
+    teacher = cfg["teacher"]
+    shared: dict[str, Any] = {"limits": limits}
+    if teacher.get("temperature") is not None:
+        shared["temperature"] = float(teacher["temperature"])
+    kwargs = {k: v for k, v in (teacher.get("kwargs") or {}).items() if v is not None}
+    return make_policy(teacher["backend"], shared=shared, **kwargs)
+
+
 def run_synthesis(cfg: dict[str, Any], policy: Policy | None = None, progress: bool = True) -> dict[str, Any]:
     """Synthesize (resumably) and return the summary. ``cfg`` is the plain-dict config of
-    ``conf/synthesize.yaml``; ``policy`` overrides ``teacher.backend`` (tests, notebooks)."""
+    ``conf/synthesize.yaml``; ``policy`` overrides ``teacher.backend`` (tests, notebooks).
+
+    The output folder is a :class:`~omniagent.eval.batch.ResumableBatch`: one process at a time, a task is
+    finished once its ``task_stats.jsonl`` row is written (after its trajectories), and a rerun skips
+    finished tasks and drops the records of a task that was cut off mid-way.
+    """
+    out = Path(cfg["out_dir"])
+    batch = ResumableBatch(
+        out,
+        marker=TASK_STATS,
+        logs=(KEPT, REJECTED),
+        key=lambda row: row["task_id"],
+        log_key=lambda rec: rec.get("meta", {}).get("task_id"),
+    )
+    with batch:
+        stats = list(batch.resume().values())
+        try:
+            _synthesize(cfg, batch, stats, policy, progress)
+        finally:
+            summary = summarize(stats)
+            write_atomic(out / SUMMARY, json.dumps(summary, indent=2))
+    return summary
+
+
+def _synthesize(
+    cfg: dict[str, Any],
+    batch: ResumableBatch,
+    stats: list[dict[str, Any]],
+    policy: Policy | None,
+    progress: bool,
+) -> None:
+    """Run every unfinished task, appending its stats row to ``stats`` as it is committed."""
     from tqdm import tqdm
 
-    out = Path(cfg["out_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-    stats_path = out / TASK_STATS
-    prior = list(read_jsonl(stats_path))
-    done = {s["task_id"] for s in prior}
-    for name in (KEPT, REJECTED):
-        dropped = _drop_unfinished(out / name, done)
-        if dropped:
-            logger.warning("dropped %d record(s) of unfinished tasks from %s", dropped, name)
-    deduper = Deduper()
-    for rec in read_jsonl(out / KEPT):
-        deduper.add(Trajectory.model_validate(rec))
-
-    tasks = select_tasks(cfg)
-    todo = [t for t in tasks if t.id not in done]
-    judge = build_judge(cfg)
+    done = {s["task_id"] for s in stats}
+    todo = [t for t in select_tasks(cfg) if t.id not in done]
+    deduper = seeded_deduper(batch.logs[KEPT])
+    judge = build_judge(cfg, todo)
     if judge is not None and cfg["judge"].get("preflight", True) and todo:
         judge.preflight()
 
-    teacher_cfg = cfg["teacher"]
     limits = EnvLimits(**(cfg["env"]["limits"] or {}))
     owns_policy = policy is None
-    if policy is None:
-        _load_backends()
-        kwargs = dict(teacher_cfg.get("kwargs") or {})
-        if teacher_cfg["backend"] in ("uniform", "oracle", "random") and "limits" not in kwargs:
-            kwargs["limits"] = limits
-        policy = make_policy(teacher_cfg["backend"], **kwargs)
-    env = OmniVideoEnv(limits=limits)
-    lo, hi = int(cfg["turn_budget"]["min"]), int(cfg["turn_budget"]["max"])
-    n = int(cfg["n_samples"])
-    hint_template = teacher_cfg.get("hint_template") or DEFAULT_HINT
-    max_consecutive = int(teacher_cfg.get("max_consecutive_policy_errors") or 0)
-    consecutive_errors = 0
-    stats = list(prior)
+    policy = build_teacher(cfg, limits) if policy is None else policy
+    # the offline auditor also scores free-form answers (exact match); a judge model does not
+    env = OmniVideoEnv(limits=limits, judge=getattr(judge, "ff_judge", None))
+    sampler = Sampler(cfg, env, policy, limits)
     try:
         bar = tqdm(todo, desc="synthesize", unit="task", disable=not progress)
         for task in bar:
-            t0 = time.perf_counter()
-            hint = None
-            if teacher_cfg["hindsight"]:
-                if not task.evidence:
-                    logger.warning("task %s has no evidence intervals; its teacher gets no hint", task.id)
-                else:
-                    hint = hint_template.format(intervals=format_intervals(task.evidence))
-            trajs: list[Trajectory] = []
-            error = None
-            for i in range(n):
-                seed = sample_seed(int(cfg["seed"]), task.id, i)
-                budget = draw_budget(seed, lo, hi)
-                teacher = TeacherPolicy(policy, hint=hint, seed=seed)
-                try:
-                    traj = run_episode(
-                        env, teacher, task.env_options(budget), episode_id=f"{task.id}#{i}", seed=seed
-                    )
-                except MediaError as exc:
-                    error = f"{type(exc).__name__}: {exc}"
-                    break
-                traj.meta.update(
-                    task_id=task.id,
-                    sample=i,
-                    seed=seed,
-                    budget=budget,
-                    evidence=task.evidence,
-                    hindsight=hint is not None,
-                    env_limits=limits.model_dump(),
-                    teacher=teacher.name,
-                )
-                trajs.append(traj)
-                if traj.stop_reason == "policy_error":
-                    consecutive_errors += 1
-                    if max_consecutive and consecutive_errors >= max_consecutive:
-                        raise SynthesisError(
-                            f"the teacher failed {consecutive_errors} episodes in a row; last error: {traj.error}"
-                        )
-                else:
-                    consecutive_errors = 0
+            started = time.perf_counter()
+            trajs, error = sampler.task(task, task_hint(task, cfg["teacher"]))
             if error is None:
                 quality_control(trajs, task, cfg, judge, deduper)
-                for traj in trajs:
-                    append_jsonl(out / (KEPT if traj.meta["qc"]["kept"] else REJECTED), traj)
             else:
                 logger.warning("task %s skipped: %s", task.id, error)
-            row = task_statistics(task, trajs, time.perf_counter() - t0, error)
-            append_jsonl(stats_path, row)  # written last: marks the task finished
+            row = task_statistics(task, trajs, time.perf_counter() - started, error)
+            logged = trajs if error is None else []  # a task stopped by its media keeps only its stats row
+            batch.commit(
+                row,
+                logs={
+                    KEPT: [t for t in logged if t.meta["qc"]["kept"]],
+                    REJECTED: [t for t in logged if not t.meta["qc"]["kept"]],
+                },
+            )
             stats.append(row)
             bar.set_postfix(kept=sum(s["n_kept"] for s in stats))
     finally:
         env.close()
         if owns_policy:
             policy.close()
-        summary = summarize(stats)
-        write_atomic(out / SUMMARY, json.dumps(summary, indent=2))
-    return summary
 
 
 def main() -> None:
@@ -442,7 +419,7 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         try:
             summary = run_synthesis(copy.deepcopy(cfg))
-        except (JudgeError, SynthesisError) as exc:
+        except (AuditJudgeError, SynthesisError, FolderLockedError) as exc:
             print(f"synthesize: stopped: {exc}", file=sys.stderr)
             raise SystemExit(2) from exc
         print(json.dumps({k: v for k, v in summary.items() if k != "by_type"}, indent=2))

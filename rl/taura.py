@@ -13,7 +13,11 @@ trajectory). The recipe, read top to bottom:
 
 Uncertain turns (where the decision was hard) get a larger share of the outcome's credit, confident turns a
 smaller one, and the group's mean weight stays 1. ``mode="grpo"`` sets every weight to 1, which reproduces
-verl's multi-trajectory GRPO exactly (the ablation baseline).
+verl's multi-trajectory GRPO exactly (the ablation baseline). ``mode="ig"`` and ``mode="oracle"`` replace the
+entropy in step 3 by ``score_floor + s[i,k]`` for a per-turn score the caller measures (``turn_scores``):
+``ig`` the information gain of the turn's percept (:func:`rl.info_gain.information_gains`), ``oracle`` 1 when
+the turn's percept overlaps the task's evidence, else 0 (:func:`rl.turn_labels.overlaps_evidence`; an upper
+bound that only synthetic tasks allow). The floor keeps turns without a percept (the answer) trained.
 
 Everything here is pure, vectorised torch on CPU or GPU: no verl, no Python loops over rows.
 """
@@ -26,8 +30,10 @@ from typing import Literal, NamedTuple
 import numpy as np
 import torch
 
-Mode = Literal["taura", "grpo"]
-MODES: tuple[str, ...] = ("taura", "grpo")  # "taura": entropy-weighted turns; "grpo": every weight is 1
+Mode = Literal["taura", "grpo", "ig", "oracle"]
+# "taura": entropy-weighted turns; "grpo": every weight is 1; "ig" / "oracle": weighted by caller's turn scores
+MODES: tuple[str, ...] = ("taura", "grpo", "ig", "oracle")
+SCORE_MODES: tuple[str, ...] = ("ig", "oracle")  # modes that need ``turn_scores``
 
 # Added to the group's reward std before dividing (verl's GRPO default, ``epsilon`` there).
 STD_EPS = 1e-6
@@ -147,6 +153,8 @@ def taura_advantages(
     std_eps: float = STD_EPS,
     entropy_eps: float = ENTROPY_EPS,
     norm_by_std: bool = True,
+    turn_scores: torch.Tensor | None = None,
+    score_floor: float = 1.0,
 ) -> TauraAdvantages:
     """Per-token advantages for per-turn rows.
 
@@ -161,6 +169,8 @@ def taura_advantages(
         mode: "taura" (entropy-weighted turns) or "grpo" (all weights 1).
         std_eps, norm_by_std: GRPO normalisation, see :func:`grpo_outcome_advantage`.
         entropy_eps: see :func:`taura_turn_weights`.
+        turn_scores: (rows,) per-turn score s >= 0 for modes "ig" and "oracle" (negative values count as 0).
+        score_floor: those modes weight a turn by ``(score_floor + s) / group mean of (score_floor + s)``.
     """
     if mode not in MODES:
         raise ValueError(f"unknown TAURA mode {mode!r}; expected one of {MODES}")
@@ -180,6 +190,11 @@ def taura_advantages(
 
     if mode == "taura":
         weights = taura_turn_weights(turn_entropy, group_index, entropy_eps, valid)
+    elif mode in SCORE_MODES:
+        if turn_scores is None or turn_scores.shape != turn_entropy.shape:
+            raise ValueError(f"mode {mode!r} needs turn_scores of shape {tuple(turn_entropy.shape)}")
+        scores = score_floor + turn_scores.float().to(turn_entropy.device).clamp(min=0)
+        weights = taura_turn_weights(scores, group_index, entropy_eps, valid)
     else:
         weights = torch.ones_like(turn_entropy)
 

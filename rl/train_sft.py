@@ -7,7 +7,7 @@
 
 Config: ``conf/sft/sft.yaml`` = verl's ``sft_trainer_engine`` (found through ``hydra.searchpath:
 pkg://verl.trainer.config``) + our settings, with one experiment from its own ``exp`` group
-(``conf/sft/exp/{7b,tiny}.yaml``; ``conf/exp/`` is the RL config's). The ``omni_sft`` section is
+(``conf/sft/exp/{7b,tiny}.yaml``; ``conf/rl/exp/`` is the RL config's). The ``omni_sft`` section is
 the launcher's and is removed before verl sees the config.
 
 ``omni_sft.mode``:
@@ -35,10 +35,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from envs.jsonl import write_atomic
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONF_DIR = REPO_ROOT / "conf" / "sft"  # own folder, so `+exp=` names SFT experiments (conf/exp/ is RL's)
-if str(REPO_ROOT) not in sys.path:  # `python rl/train_sft.py` puts rl/, not the repo, on sys.path
-    sys.path.insert(0, str(REPO_ROOT))
+CONF_DIR = REPO_ROOT / "conf" / "sft"  # own folder, so `+exp=` names SFT experiments (conf/rl/exp/ is RL's)
 
 LAUNCHER_KEY = "omni_sft"
 PLACEHOLDER = "/path/to/"
@@ -214,9 +214,7 @@ def write_verl_config(cfg: Any) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     vcfg = verl_config(cfg)
     OmegaConf.update(vcfg, "data.omni.freeze", list(cfg[LAUNCHER_KEY].freeze or []), force_add=True)
-    path = run_dir / "verl_sft.yaml"
-    path.write_text(OmegaConf.to_yaml(vcfg))
-    return path
+    return write_atomic(run_dir / "verl_sft.yaml", OmegaConf.to_yaml(vcfg))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -225,43 +223,11 @@ def write_verl_config(cfg: Any) -> Path:
 
 
 def run_local(cfg: Any) -> list[float]:
-    """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset`` (CPU)."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2_5OmniThinkerForConditionalGeneration
+    """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset`` (CPU); saves
+    complete folders and resumes after a crash (:mod:`rl.local_sft`)."""
+    from rl.local_sft import run_local as run_local_sft
 
-    from rl.sft_dataset import OmniTurnSFTDataset
-    from rl.sft_step import collate, freeze_modules, train_steps
-
-    local = cfg[LAUNCHER_KEY].local
-    torch.manual_seed(int(cfg.trainer.seed))
-    path = str(cfg.model.path)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    dataset = OmniTurnSFTDataset(
-        list(cfg.data.train_files) if not isinstance(cfg.data.train_files, str) else cfg.data.train_files,
-        tokenizer,
-        cfg.data,
-        processor=None,
-        max_samples=int(local.get("max_samples") or -1),
-    )
-    model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
-    counts = freeze_modules(model, list(cfg[LAUNCHER_KEY].freeze or []) or ())
-    bs = int(local.batch_size)
-    n = len(dataset)
-    steps = int(local.steps)
-    if local.get("repeat_batch"):
-        batch = collate([dataset[i % n] for i in range(bs)], dataset.pad_id)
-        batches = [batch] * steps
-    else:
-        batches = (
-            collate([dataset[(s * bs + i) % n] for i in range(bs)], dataset.pad_id) for s in range(steps)
-        )
-    losses = train_steps(
-        model, batches, lr=float(local.get("lr") or cfg.optim.lr), clip_grad=float(cfg.optim.clip_grad)
-    )
-    print(json.dumps({"samples": n, "params": counts, "losses": [round(x, 4) for x in losses]}))
-    if local.get("save_dir"):
-        model.save_pretrained(str(local.save_dir))
-    return losses
+    return run_local_sft(cfg)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -286,11 +252,12 @@ def launch(cfg: Any) -> Any:
     print(shlex.join(cmd))
     if mode == "print":
         return cmd
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    result = subprocess.run(cmd, env=env, cwd=str(REPO_ROOT))
+    result = subprocess.run(cmd, cwd=str(REPO_ROOT))  # the workers import rl.* from the installed package
     if result.returncode != 0:
         raise SystemExit(result.returncode)
+    from rl.checkpoint import complete_run_checkpoints  # verl saves no Omni processor: add it
+
+    complete_run_checkpoints(str(cfg.trainer.default_local_dir), str(cfg.model.path))
     return cmd
 
 

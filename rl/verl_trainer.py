@@ -1,10 +1,15 @@
 """TAURA inside verl 0.9.1's V1 trainer. Imports verl, Ray and TransferQueue: import it from training code only.
 
-verl's ``PPOTrainer._compute_advantage`` (``verl/trainer/ppo/v1/trainer_base.py``) fetches a fixed field list
-from TransferQueue and hands custom estimators only rewards, mask, index and config, so the per-token
-``entropy`` that ``_compute_old_log_prob`` already stored never reaches them. :class:`TauraPPOTrainer`
-subclasses the sync trainer and overrides that one method: same steps as verl's (KL-in-reward, rollout
-correction, nested write-back), with verl's GRPO broadcast replaced by :func:`rl.taura.taura_advantages`.
+TAURA is registered in verl's advantage-estimator registry as ``taura`` (:func:`taura_estimator`), and the
+config names it: ``algorithm.adv_estimator: taura``. Like every estimator but ``gae`` it needs no critic
+(verl's ``need_critic``; conf/rl/taura.yaml also says ``critic.enable: false``). verl's own
+``PPOTrainer._compute_advantage`` (``verl/trainer/ppo/v1/trainer_base.py``) cannot call it usefully: it
+fetches a fixed field list from TransferQueue and hands custom estimators only rewards, mask, index and
+config, so the per-token ``entropy`` that ``_compute_old_log_prob`` already stored never reaches them.
+:class:`TauraPPOTrainer` subclasses the sync trainer and overrides that one method: same steps as verl's
+(KL-in-reward, rollout correction, nested write-back), with the estimator looked up by name and given the
+entropy, the row keys and the ``taura`` settings too. ``tests/test_train_taura_config.py`` pins the
+signatures of the verl functions this copy of verl's method depends on.
 
 Row ids come from the TransferQueue keys ``{uid}_{session_id}_{i}`` that verl's
 ``AgentLoopWorkerTQ._agent_loop_postprocess`` writes, one row per ``AgentLoopOutput`` (= one turn here):
@@ -19,7 +24,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from pprint import pprint
 from typing import Any
 
@@ -32,6 +36,7 @@ from tensordict import TensorDict
 from transfer_queue import KVBatchMeta
 from verl.protocol import DataProto
 from verl.trainer.main_ppo import run_ppo
+from verl.trainer.ppo.core_algos import get_adv_estimator_fn, register_adv_est
 from verl.trainer.ppo.ray_trainer import apply_kl_penalty
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -44,7 +49,6 @@ from verl.workers.utils.padding import response_to_nested
 
 from rl import taura
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # TransferQueue's tq.init() hangs when Ray has only a couple of CPUs (2 on the CI box): reserve at least this.
 MIN_RAY_CPUS = 16
 # Fields verl's own _compute_advantage reads, plus the per-token entropy and the agent loop's extra fields.
@@ -60,6 +64,7 @@ ADVANTAGE_FIELDS = (
     "extra_fields",
 )
 METRIC_PREFIX = "taura"
+TAURA_ESTIMATOR = "taura"  # algorithm.adv_estimator
 # Config values starting with this are placeholders (conf/*.yaml) that must be overridden before training.
 PLACEHOLDER_PREFIX = "/path/to/"
 PLACEHOLDER_KEYS = ("actor_rollout_ref.model.path", "data.train_files", "data.val_files")
@@ -88,12 +93,16 @@ def row_ids_from_keys(keys: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor, 
 def check_taura_config(config: DictConfig) -> None:
     """Fail before any GPU work on settings TAURA cannot run with."""
     mode = config.taura.mode
-    if mode not in taura.MODES:
-        raise ValueError(f"taura.mode={mode!r}; expected one of {taura.MODES}")
-    if config.algorithm.adv_estimator != "grpo":
+    modes = tuple(m for m in taura.MODES if m not in taura.SCORE_MODES)
+    if mode not in modes:  # ig / oracle need per-turn scores that only the local trainer measures
+        raise ValueError(f"taura.mode={mode!r}; on verl it is one of {modes}")
+    if config.algorithm.adv_estimator != TAURA_ESTIMATOR:
         raise ValueError(
-            f"algorithm.adv_estimator={config.algorithm.adv_estimator!r}: TAURA replaces verl's GRPO step; set 'grpo'"
+            f"algorithm.adv_estimator={config.algorithm.adv_estimator!r}: this trainer computes TAURA; set "
+            f"{TAURA_ESTIMATOR!r} (taura.mode=grpo gives the GRPO ablation)"
         )
+    if need_critic(config):
+        raise ValueError("critic.enable=true: TAURA is critic-free (outcome advantages normalised per group)")
     if not config.trainer.use_v1 or config.trainer.v1.trainer_mode != "sync":
         raise ValueError(
             "TAURA runs on verl's V1 sync trainer: set trainer.use_v1=true, trainer.v1.trainer_mode=sync"
@@ -145,13 +154,61 @@ def taura_metrics(result: taura.TauraAdvantages, traj_index: torch.Tensor, actio
     return metrics
 
 
+@register_adv_est(TAURA_ESTIMATOR)
+def taura_estimator(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    config: Any = None,
+    *,
+    entropy: torch.Tensor | None = None,
+    row_keys: Sequence[str] | None = None,
+    taura_config: Any = None,
+    action_types: Sequence[str | None] | None = None,
+    metrics: dict[str, float] | None = None,
+    **_verl_extras: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl's advantage estimator ``taura``: per-token TAURA advantages of per-turn rows, as (advantages, returns).
+
+    Beyond verl's estimator arguments (rewards, mask, ``index`` = uid, ``config`` = the algorithm block) it needs
+    the per-token ``entropy`` and the TransferQueue ``row_keys`` ``{uid}_{session}_{turn}`` (group, trajectory
+    and turn of each row), which only :class:`TauraPPOTrainer` passes. ``taura_config`` is the config's
+    ``taura`` block (mode, eps); ``metrics``, when given, receives the turn-weight and entropy statistics,
+    per action type too when ``action_types`` is given.
+    """
+    if entropy is None or row_keys is None:
+        raise ValueError(
+            f"adv_estimator={TAURA_ESTIMATOR!r} needs per-token entropy and row keys, which verl's own "
+            "_compute_advantage does not pass: train with rl/train_taura.py (rl.verl_trainer.TauraPPOTrainer)"
+        )
+    settings = taura_config if taura_config is not None else {}
+    group_index, traj_index, turn_index = row_ids_from_keys(row_keys)
+    result = taura.taura_advantages(
+        entropy=entropy,
+        response_mask=response_mask,
+        rewards=token_level_rewards.sum(dim=-1),
+        traj_index=traj_index,
+        group_index=group_index,
+        turn_index=turn_index,
+        mode=settings.get("mode", "taura"),
+        std_eps=settings.get("std_eps", taura.STD_EPS),
+        entropy_eps=settings.get("entropy_eps", taura.ENTROPY_EPS),
+        norm_by_std=True if config is None else config.get("norm_adv_by_std_in_grpo", True),
+    )
+    if metrics is not None:
+        actions = action_types if action_types is not None else [None] * len(row_keys)
+        metrics.update(taura_metrics(result, traj_index, actions))
+    return result.advantages, result.advantages
+
+
 def compute_taura_advantage(
     data: TensorDict,
     keys: Sequence[str],
     config: DictConfig,
     kl_ctrl: Any = None,
 ) -> tuple[TensorDict, dict[str, float]]:
-    """verl's ``_compute_advantage`` body on a batch already fetched from TransferQueue, with TAURA in step 3.
+    """verl's ``_compute_advantage`` body on a batch already fetched from TransferQueue, with step 3 calling the
+    configured estimator (:func:`taura_estimator`) with the entropy and row keys.
 
     ``data`` holds the rows of ``keys`` as TransferQueue returns them (jagged nested per-token fields,
     ``uid`` / ``extra_fields`` as non-tensor stacks). Returns the nested fields to write back and the metrics.
@@ -183,26 +240,21 @@ def compute_taura_advantage(
         data, is_metrics = compute_rollout_correction_and_add_to_batch(data, rollout_corr_config)
         metrics.update(is_metrics)
 
-    # 3. TAURA (or its GRPO ablation) on per-turn rows
-    group_index, traj_index, turn_index = row_ids_from_keys(keys)
-    result = taura.taura_advantages(
-        entropy=data.batch["entropy"],
-        response_mask=data.batch["response_mask"],
-        rewards=data.batch["token_level_rewards"].sum(dim=-1),
-        traj_index=traj_index,
-        group_index=group_index,
-        turn_index=turn_index,
-        mode=config.taura.mode,
-        std_eps=config.taura.std_eps,
-        entropy_eps=config.taura.entropy_eps,
-        norm_by_std=algo.get("norm_adv_by_std_in_grpo", True),
-    )
-    data.batch["advantages"] = result.advantages
-    data.batch["returns"] = result.advantages
+    # 3. the estimator the config names (``taura``), given what verl's own step does not pass it
     actions = _action_types(extra_fields, config.taura.action_field, len(keys))
-    if not config.taura.log_action_entropy:
-        actions = [None] * len(keys)
-    metrics.update(taura_metrics(result, traj_index, actions))
+    advantages, returns = get_adv_estimator_fn(algo.adv_estimator)(
+        token_level_rewards=data.batch["token_level_rewards"],
+        response_mask=data.batch["response_mask"],
+        index=data.non_tensor_batch["uid"],
+        config=algo,
+        entropy=data.batch["entropy"],
+        row_keys=keys,
+        taura_config=config.taura,
+        action_types=actions if config.taura.log_action_entropy else None,
+        metrics=metrics,
+    )
+    data.batch["advantages"] = advantages
+    data.batch["returns"] = returns
 
     # 4. nested write-back, same fields as verl
     fields = ["advantages", "returns"]
@@ -296,15 +348,12 @@ class TauraTaskRunner:
 
 
 def prepare_ray_init(config: DictConfig) -> None:
-    """Reserve enough Ray CPUs for TransferQueue and let Ray workers import this repository."""
+    """Reserve enough Ray CPUs for TransferQueue (Ray workers import ``rl.*`` from the installed package)."""
     ray_init = config.ray_kwargs.ray_init
     if ray_init.get("num_cpus") is None and ray_init.get("address") is None:
         OmegaConf.update(
             config, "ray_kwargs.ray_init.num_cpus", max(MIN_RAY_CPUS, os.cpu_count() or 1), force_add=True
         )
-    key = "ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH"
-    paths = [str(REPO_ROOT), OmegaConf.select(config, key) or os.environ.get("PYTHONPATH", "")]
-    OmegaConf.update(config, key, os.pathsep.join(p for p in paths if p), force_add=True)
 
 
 def run_taura(config: DictConfig) -> None:

@@ -5,20 +5,20 @@
 #
 #   bash scripts/gpu_smoke.sh                       # 2 steps
 #   STEPS=3 bash scripts/gpu_smoke.sh trainer.logger=[console,tensorboard]   # extra args: hydra overrides
+#   bash scripts/gpu_smoke.sh --dry-run [overrides]  # print the training command it would run, and exit
 #
 # Needs: one CUDA GPU; verl 0.9.1 with its vLLM extra (pip install "verl[vllm]==0.9.1"); this repository
-# installed (pip install -e .); ffmpeg or PyAV for the synthetic media. Everything goes to $OMNIAGENT_SMOKE_DIR
-# (default /tmp/omniagent-gpu-smoke); the training log is $OMNIAGENT_SMOKE_DIR/train.log.
+# installed (pip install -e .), which also installs the vLLM plugin (rl/vllm_plugin.py, entry point
+# `vllm.general_plugins`) that lets every vLLM process serve the thinker-only checkpoint; ffmpeg or PyAV for
+# the synthetic media. Everything goes to $OMNIAGENT_SMOKE_DIR (default /tmp/omniagent-gpu-smoke); the
+# training log is $OMNIAGENT_SMOKE_DIR/train.log.
 #
 # What it does:
-#   1. preflight: GPU, vLLM, verl versions;
+#   1. preflight: GPU, vLLM, verl versions, and the vLLM plugin's entry point;
 #   2. builds the tiny thinker (omniagent/tiny_model.py) into a folder, passed as actor_rollout_ref.model.path;
 #   3. makes 2 synthetic videos with tasks (envs/synth/) and turns them into verl RL parquet rows
 #      (rl/rl_dataset.py; every row names the `omniagent` agent loop);
-#   4. writes a sitecustomize.py (rl/omni_plugin.py: write_vllm_sitecustomize) and puts it first on PYTHONPATH,
-#      so every vLLM process can serve the thinker-only checkpoint -- a stopgap until pyproject declares the
-#      `vllm.general_plugins` entry point `rl.omni_plugin:register_vllm`;
-#   5. runs `python rl/train_taura.py +exp=tiny ...` for $STEPS steps and checks that every step logged its
+#   4. runs `python rl/train_taura.py +exp=tiny ...` for $STEPS steps and checks that every step logged its
 #      TAURA metrics.
 set -euo pipefail
 
@@ -30,11 +30,43 @@ STEPS="${STEPS:-2}"
 MODEL="$WORK/tiny-thinker-seed0"
 DATA="$WORK/data"
 LOG="$WORK/train.log"
+DRY_RUN=0
+if [[ "${1:-}" == "--dry-run" ]]; then
+    DRY_RUN=1
+    shift
+fi
+
+# flash-attn makes verl's packed (remove-padding) actor forward correct; without it, pad instead.
+ATTN_ARGS=()
+if ! "$PYTHON" -c "import flash_attn" 2>/dev/null; then
+    ATTN_ARGS=(actor_rollout_ref.model.use_remove_padding=false
+        +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
+fi
+TRAIN_CMD=("$PYTHON" rl/train_taura.py +exp=tiny
+    actor_rollout_ref.model.path="$MODEL"
+    data.train_files="$DATA/train.parquet"
+    data.val_files="$DATA/val.parquet"
+    trainer.total_training_steps="$STEPS"
+    trainer.val_before_train=false
+    trainer.test_freq=-1
+    trainer.save_freq=-1
+    trainer.resume_mode=disable
+    trainer.default_local_dir="$WORK/checkpoints"
+    actor_rollout_ref.rollout.enforce_eager=true
+    env.limits.max_frames=8
+    ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"}
+    "$@")
+if [[ $DRY_RUN -eq 1 ]]; then
+    printf '%q ' "${TRAIN_CMD[@]}"
+    printf '\n'
+    exit 0
+fi
 mkdir -p "$WORK" "$DATA"
 
-echo "== 1/5 preflight"
+echo "== 1/4 preflight"
 "$PYTHON" - <<'PY'
 import sys
+from importlib.metadata import entry_points
 
 import torch
 
@@ -47,52 +79,33 @@ except ImportError:
 import transformers
 import verl
 
+plugins = [ep for ep in entry_points(group="vllm.general_plugins") if ep.name == "omniagent"]
+if not plugins or not callable(plugins[0].load()):
+    sys.exit("the omniagent vLLM plugin is not installed: pip install -e . (it declares the entry point)")
 print(f"torch {torch.__version__}, GPU {torch.cuda.get_device_name(0)}, vllm {vllm.__version__}, "
-      f"verl {verl.__version__}, transformers {transformers.__version__}")
+      f"verl {verl.__version__}, transformers {transformers.__version__}, vLLM plugin {plugins[0].value}")
 if verl.__version__ != "0.9.1":
     print(f"warning: written against verl 0.9.1, found {verl.__version__}", file=sys.stderr)
 PY
 
-echo "== 2/5 tiny thinker -> $MODEL"
+echo "== 2/4 tiny thinker -> $MODEL"
 OMNIAGENT_SMOKE_MODEL="$MODEL" "$PYTHON" -c '
 import os
 from omniagent.tiny_model import build_tiny_thinker
 build_tiny_thinker(seed=0, out_dir=os.environ["OMNIAGENT_SMOKE_MODEL"])
 '
 
-echo "== 3/5 synthetic tasks -> $DATA"
+echo "== 3/4 synthetic tasks -> $DATA"
 "$PYTHON" -m envs.synth --out "$DATA/media" --seed 0 --n 2 --durations 30,60 --split train
 "$PYTHON" -m rl.rl_dataset --tasks "$DATA/media/tasks.jsonl" --out "$DATA/train.parquet"
 cp "$DATA/train.parquet" "$DATA/val.parquet"  # never read: validation is off below
-
-echo "== 4/5 vLLM registration shim"
-"$PYTHON" -c "from rl.omni_plugin import write_vllm_sitecustomize; print(write_vllm_sitecustomize('$WORK/pyhook'))"
-export PYTHONPATH="$WORK/pyhook:$REPO${PYTHONPATH:+:$PYTHONPATH}"  # Ray workers inherit it (rl/verl_trainer.py)
-
-# flash-attn makes verl's packed (remove-padding) actor forward correct; without it, pad instead.
-ATTN_ARGS=()
-if ! "$PYTHON" -c "import flash_attn" 2>/dev/null; then
+if [[ ${#ATTN_ARGS[@]} -gt 0 ]]; then
     echo "flash-attn not installed: actor uses sdpa with padded batches"
-    ATTN_ARGS=(actor_rollout_ref.model.use_remove_padding=false
-        +actor_rollout_ref.model.override_config.attn_implementation=sdpa)
 fi
 
-echo "== 5/5 train $STEPS steps (log: $LOG)"
+echo "== 4/4 train $STEPS steps (log: $LOG)"
 set +e
-"$PYTHON" rl/train_taura.py +exp=tiny \
-    actor_rollout_ref.model.path="$MODEL" \
-    data.train_files="$DATA/train.parquet" \
-    data.val_files="$DATA/val.parquet" \
-    trainer.total_training_steps="$STEPS" \
-    trainer.val_before_train=false \
-    trainer.test_freq=-1 \
-    trainer.save_freq=-1 \
-    trainer.resume_mode=disable \
-    trainer.default_local_dir="$WORK/checkpoints" \
-    actor_rollout_ref.rollout.enforce_eager=true \
-    env.limits.max_frames_per_call=8 \
-    ${ATTN_ARGS[@]+"${ATTN_ARGS[@]}"} \
-    "$@" 2>&1 | tee "$LOG"
+"${TRAIN_CMD[@]}" 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
 set -e
 if [[ $status -ne 0 ]]; then

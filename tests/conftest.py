@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from media_factory import make_audio, make_video  # noqa: E402
+from media_factory import make_audio, make_video
 
 BURSTS = [(3.0, 1.0, 1000.0), (12.0, 0.5, 2000.0)]  # (start s, length s, Hz) in every test video
 
@@ -33,8 +29,3 @@ def silent_video_path(media_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def audio_path(media_dir: Path) -> Path:
     return make_audio(media_dir / "audio.wav", duration=20.0, bursts=BURSTS)
-
-
-@pytest.fixture()
-def audio_cache(tmp_path: Path) -> str:
-    return str(tmp_path / "audio-cache")

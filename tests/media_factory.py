@@ -146,3 +146,66 @@ def make_vfr_video(path: str | Path, times: list[float], size: tuple[int, int] =
         for pkt in vs.encode():
             out.mux(pkt)
     return path
+
+
+def ffmpeg(*args: str | Path) -> None:
+    """Run the ffmpeg CLI quietly; raise with its message if it fails."""
+    cmd = ["ffmpeg", "-nostdin", "-v", "error", "-y", *map(str, args)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {proc.stderr.strip()[-500:]}")
+
+
+def ffmpeg_decode(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every video frame as the ffmpeg CLI decodes the whole file from its start (rotated upright,
+    as players show it): (times in seconds from the container's start, keyframe flags, RGB images).
+
+    This is the reference the decoders are checked against: a sequential decode needs no seeking,
+    so its timestamps hold even where a seek into the same file would have to guess them. ffmpeg
+    fills timestamps the container left out by frame rate (``showinfo`` prints them); ``-copyts``
+    keeps them absolute, and ffprobe's container start time makes them relative.
+    """
+    import re
+
+    start = subprocess.run(
+        ["ffprobe", "-v", "error", "-show_entries", "format=start_time", "-of", "csv=p=0", str(path)],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    proc = subprocess.run(
+        ["ffmpeg", "-nostdin", "-v", "info", "-copyts", "-i", str(path), "-map", "0:v:0",
+         "-fps_mode", "passthrough", "-vf", "showinfo", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    info = re.findall(
+        r"n:\s*\d+ pts:\s*-?\d+ pts_time:(\S+).* s:(\d+)x(\d+) .*iskey:(\d)", proc.stderr.decode()
+    )
+    times = np.array([float(t) for t, *_ in info]) - float(start or 0.0)
+    keys = np.array([k == "1" for *_, k in info], bool)
+    w, h = int(info[0][1]), int(info[0][2])
+    images = np.frombuffer(proc.stdout, np.uint8).reshape(len(info), h, w, 3)
+    return times, keys, images
+
+
+def make_held_video(path: str | Path, frames: int = 51, fps: int = 10, hold: float = 5.0) -> Path:
+    """Barcoded frames at ``fps`` whose last one stays on screen for ``hold`` seconds (its packet
+    duration), as slideshows and screen recordings end: the video lasts beyond its last frame."""
+    from fractions import Fraction
+
+    path = Path(path)
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height = 128, 72
+        vs.pix_fmt = "yuv420p"
+        vs.options = {"g": "25", "bf": "0", "preset": "ultrafast"}
+        vs.codec_context.time_base = Fraction(1, fps)
+        packets = []
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(barcode_frame(i), format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            packets += vs.encode(frame)
+        packets += vs.encode()
+        for pkt in packets:
+            if pkt.pts is not None and pkt.pts * pkt.time_base >= Fraction(frames - 1, fps):
+                pkt.duration = int(hold / pkt.time_base)
+            out.mux(pkt)
+    return path

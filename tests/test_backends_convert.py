@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +19,8 @@ from omniagent.backends.convert import (
     pad_frames,
     plan_messages,
 )
-from omniagent.backends.vllm_backend import build_vllm_request, entropy_from_topk
+from omniagent.backends.entropy import topk_entropy, topk_entropy_gap
+from omniagent.backends.vllm_backend import build_vllm_request
 from omniagent.policy import POLICIES, make_policy
 
 RNG = np.random.default_rng(1234)
@@ -153,18 +159,21 @@ def test_plan_rejects_bad_media() -> None:
         plan_messages([user({"type": "smell"})])
 
 
-def test_entropy_from_topk_bounds() -> None:
-    logits = RNG.normal(size=50) * 2
+@pytest.mark.parametrize("scale", [0.3, 2.0, 6.0])  # flat, typical, peaked steps
+def test_topk_entropy_documented_bounds(scale: float) -> None:
+    """The shared estimate is exact with the full distribution, and otherwise within its bound:
+    ``estimate <= H <= estimate + r log(V - k)``."""
+    logits = RNG.normal(size=50) * scale
     p = np.exp(logits - logits.max())
     p /= p.sum()
     exact = float(-(p * np.log(p)).sum())
-    assert entropy_from_topk(np.log(p)) == pytest.approx(exact, rel=1e-9)
-    top = np.sort(np.log(p))[::-1][:10]
-    lower, upper = entropy_from_topk(top), entropy_from_topk(top, vocab_size=50)
-    assert lower < exact < upper
-    head = float(-(np.exp(top) * top).sum())
-    rest = 1 - float(np.exp(top).sum())
-    assert upper == pytest.approx(head - rest * math.log(rest / 40))
+    assert topk_entropy(np.log(p)) == pytest.approx(exact, rel=1e-9)
+    for k in (1, 5, 20):
+        top = np.sort(np.log(p))[::-1][:k]
+        estimate, gap = topk_entropy(top), topk_entropy_gap(top, vocab_size=50)
+        rest = 1 - float(np.exp(top).sum())
+        assert gap == pytest.approx(rest * math.log(50 - k))
+        assert estimate <= exact <= estimate + gap + 1e-12
 
 
 # --------------------------------------------------------------------------------------------------
@@ -373,7 +382,7 @@ def test_transformers_policy_logprobs_match_forward(tiny, tiny_dir: Path) -> Non
     out = policy.act(messages)
     assert out.completion_tokens == len(out.token_logprobs) == len(out.token_entropies) > 0
     assert out.entropy == pytest.approx(np.mean(out.token_entropies))
-    assert out.entropy_is_estimate is False and out.model_seconds > 0
+    assert out.entropy_is_estimate is False and out.entropy_estimator == "exact" and out.model_seconds > 0
 
     batch, _ = build_model_inputs(messages, processor)
     prompt = batch["input_ids"]
@@ -415,6 +424,48 @@ def test_transformers_policy_loads_tiny_by_path(tiny_dir: Path) -> None:
     assert config.output_logits and config.return_dict_in_generate
     eos = sampler.processor.tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
     assert config.eos_token_id == eos
+
+
+def test_transformers_policy_shared_by_two_threads(tiny, tiny_dir: Path) -> None:
+    """Eval workers may share one policy: generation is serialised by its lock (the intervals of the
+    model's ``generate`` calls never overlap) and each result equals the one computed alone."""
+    policy = make_policy("transformers", model="tiny", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=4)
+    contexts = [[SYSTEM, user(text(f"[t={t}s]"), image_part(t), text("What?"))] for t in (1.0, 6.0)]
+    alone = [policy.act(c).text for c in contexts]
+    spans: list[tuple[float, float]] = []
+    generate = policy.model.generate
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = generate(*args, **kwargs)
+        time.sleep(0.05)  # widen the window a second thread would need to overlap
+        spans.append((t0, time.perf_counter()))
+        return out
+
+    policy.model.generate = timed
+    with ThreadPoolExecutor(2) as pool:
+        together = [o.text for o in pool.map(policy.act, contexts * 2)]
+    assert together == alone * 2
+    spans.sort()
+    assert len(spans) == 4 and all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_transformers_classes_are_imported_at_construction() -> None:
+    """transformers resolves its names lazily and two threads doing that at once raced
+    (ImportError: cannot import name 'Qwen2_5OmniProcessor'); the backend resolves them up front."""
+    names = ["Qwen2_5OmniProcessor", "Qwen2_5OmniThinkerForConditionalGeneration", "GenerationConfig"]
+    code = (
+        "import transformers\n"
+        f"names = {names!r}\n"
+        "before = [n in vars(transformers) for n in names]\n"
+        "from omniagent.backends.transformers_backend import _import_transformers\n"
+        "_import_transformers()\n"
+        "print(before, [n in vars(transformers) for n in names])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == f"{[False] * 3} {[True] * 3}"
 
 
 def test_transformers_policy_load_errors(tmp_path: Path) -> None:

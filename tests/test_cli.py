@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from envs.env import OmniVideoEnv
+from omniagent import cli_args
 from omniagent import run as cli
 from omniagent.backends.scripted import ReplayPolicy, UniformPolicy
 from omniagent.episode import EpisodeInterrupted, run_episode
@@ -61,7 +62,9 @@ def test_rejected_media_exits_2_with_one_line(tmp_path, content):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: cannot use") and str(bad) in lines[0]
     assert ("empty" in lines[0]) if not content else ("not readable" in lines[0] or "no video" in lines[0])
-    assert "Traceback" not in r.stderr + r.stdout and not out.exists()
+    assert "Traceback" not in r.stderr + r.stdout and f"trajectory saved to {out}" in lines[0]
+    traj = Trajectory.load_json(out)  # saved even though nothing could be played
+    assert traj.stop_reason == "media_error" and traj.num_turns == 0 and traj.meta["error_code"]
 
 
 def test_never_valid_output_ends_at_budget_and_exits_0(tmp_path, video_path):
@@ -161,7 +164,9 @@ def test_usage_errors_exit_2(tmp_path, video_path, capsys):
     with pytest.raises(SystemExit) as info:
         cli.main([str(video_path), "Q?", "-P", "novalue"])
     assert info.value.code == 2
-    assert cli.main([str(video_path), "Q?", "--backend", "nonesuch", "--out", str(tmp_path / "t.json")]) == 2
+    with pytest.raises(SystemExit) as info:
+        cli.main([str(video_path), "Q?", "--backend", "nonesuch", "--out", str(tmp_path / "t.json")])
+    assert info.value.code == 2
     assert "unknown backend 'nonesuch'" in capsys.readouterr().err
 
 
@@ -180,14 +185,14 @@ def test_audio_only_uniform_and_report(tmp_path, audio_path, capsys):
 
 
 def test_choices_and_answers_parse():
-    assert cli.parse_choices(["red|blue| green "]) == ["red", "blue", "green"]
-    assert cli.parse_choices(["red", "blue"]) == ["red", "blue"]
-    assert cli.parse_choices(None) is None
-    assert cli.parse_answer("blue", "mcq", ["red", "blue"]) == "B"
-    assert cli.parse_answer("(c)", "mcq", ["a", "b", "c"]) == "C"
-    assert cli.parse_answer("[[1, 2]]", "tr", None) == [[1, 2]]
-    assert cli.parse_answer("3.5", "num", None) == 3.5
-    assert cli.parse_policy_args(['texts=["a"]', "delay=0.5", "name=x"]) == {
+    assert cli_args.parse_choices(["red|blue| green "]) == ["red", "blue", "green"]
+    assert cli_args.parse_choices(["red", "blue"]) == ["red", "blue"]
+    assert cli_args.parse_choices(None) is None
+    assert cli_args.parse_answer("blue", "mcq", ["red", "blue"]) == "B"
+    assert cli_args.parse_answer("(c)", "mcq", ["a", "b", "c"]) == "C"
+    assert cli_args.parse_answer("[[1, 2]]", "tr", None) == [[1, 2]]
+    assert cli_args.parse_answer("3.5", "num", None) == 3.5
+    assert cli_args.parse_policy_args(['texts=["a"]', "delay=0.5", "name=x"]) == {
         "texts": ["a"],
         "delay": 0.5,
         "name": "x",
@@ -199,7 +204,7 @@ def test_backend_resolution(monkeypatch):
     assert cli.resolve_backend("auto", "tiny", None) == "transformers"
     assert cli.resolve_backend("replay", "m", None) == "replay"
     monkeypatch.setattr(cli, "cuda_available", lambda: False)
-    assert cli.resolve_backend("auto", cli.DEFAULT_MODEL, None) == "transformers"
+    assert cli.resolve_backend("auto", cli_args.DEFAULT_MODEL, None) == "transformers"
 
 
 def test_scripted_policies_stay_within_budget(video_path):
@@ -224,20 +229,28 @@ def test_scripted_policies_stay_within_budget(video_path):
 
 
 def test_backend_that_cannot_start_exits_3(tmp_path, video_path, capsys, monkeypatch):
-    from omniagent.policy import POLICIES
+    def broken(backend, args, limits):
+        raise OSError(f"cannot load model {args.model!r}: not available offline")
 
-    def broken(**kwargs):
-        raise OSError(f"cannot load model {kwargs['model']!r}: not available offline")
-
-    monkeypatch.setitem(POLICIES, "broken", broken)
+    monkeypatch.setattr(cli, "build_policy", broken)
     code = cli.main(
-        [str(video_path), "Q?", "--backend", "broken", "--model", "x/y", "--out", str(tmp_path / "t.json")]
+        [
+            str(video_path),
+            "Q?",
+            "--backend",
+            "transformers",
+            "--model",
+            "x/y",
+            "--out",
+            str(tmp_path / "t.json"),
+        ]
     )
     assert code == 3
     err = capsys.readouterr().err
-    assert "backend 'broken' could not start: cannot load model 'x/y'" in err
+    assert "backend 'transformers' could not start: cannot load model 'x/y'" in err
     assert "--model tiny" in err and "--backend openai --base-url" in err  # says what to do
-    assert not (tmp_path / "t.json").exists()
+    traj = Trajectory.load_json(tmp_path / "t.json")
+    assert traj.stop_reason == "policy_error" and "cannot load model 'x/y'" in traj.error
 
 
 @pytest.mark.slow
@@ -269,3 +282,25 @@ def test_random_policy_draw_depends_on_task_not_order(video_path, silent_video_p
 
     assert actions([0, 1]) == actions([1, 0])
     assert actions([0], seed=3) != actions([0], seed=4)
+
+
+def test_limit_flags_are_generated_from_env_limits(tmp_path, video_path, capsys):
+    from envs.limits import EnvLimits
+
+    parser = cli_args.build_parser()
+    dests = {a.dest for a in parser._actions}
+    assert {cli_args.LIMIT_DESTS.get(name, name) for name in EnvLimits.model_fields} <= dests
+    args = parser.parse_args(
+        [str(video_path), "Q?", "--max-frames", "4", "--decoder", "pyav", "--lenient-format"]
+    )
+    limits = cli_args.make_limits(args)
+    assert limits == EnvLimits(max_frames=4, backend="pyav", strict_format=False)
+    assert (
+        cli_args.make_limits(parser.parse_args([str(video_path), "Q?"])) == EnvLimits()
+    )  # one set of defaults
+    with pytest.raises(SystemExit) as info:
+        cli.main([str(video_path), "Q?", "--max-frames", "0", "--out", str(tmp_path / "t.json")])
+    assert (
+        info.value.code == 2
+        and "--max-frames: Input should be greater than or equal to 1" in capsys.readouterr().err
+    )

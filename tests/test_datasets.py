@@ -281,3 +281,26 @@ def test_a_field_of_the_wrong_shape_still_names_the_row(tmp_path: Path) -> None:
     ann = write_jsonl(tmp_path / "lv.jsonl", [{"key": "ok", "qa": []}, rec])
     with pytest.raises(DatasetError, match=r"lv\.jsonl:2"):
         load_dataset("lvbench", ann)
+
+
+def test_media_paths_must_stay_inside_the_media_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    touch(root / "m" / "a.mp4")
+    outside = touch(tmp_path / "secret.mp4")
+    rows = [
+        {"id": "ok", "media": "m/../m/a.mp4", "question": "Q?", "task_type": "ff", "answer": "y"},
+        {"id": "up", "media": "../secret.mp4", "question": "Q?", "task_type": "ff", "answer": "y"},
+        {"id": "abs", "media": str(outside), "question": "Q?", "task_type": "ff", "answer": "y"},
+    ]
+    ann = write_jsonl(tmp_path / "tasks.jsonl", rows)
+    with pytest.raises(DatasetError, match="outside media_root") as info:
+        load_dataset("tasks", ann, root)
+    text = str(info.value)
+    assert "'up'" in text and "'abs'" in text and "'ok'" not in text and "allow_outside_media_root" in text
+    loaded = load_dataset("tasks", ann, root, allow_outside_media_root=True)
+    assert [t.id for t in loaded.tasks] == ["ok", "up", "abs"]
+    (inside,) = load_dataset("tasks", write_jsonl(tmp_path / "one.jsonl", rows[:1]), root).tasks
+    assert Path(inside.media).resolve() == (root / "m" / "a.mp4").resolve()
+    with pytest.raises(DatasetError, match="outside media_root"):  # adapters with templates too
+        load_dataset("generic", write_jsonl(tmp_path / "g.jsonl", [{"id": "g", "video": "../../x.mp4", "q": "Q?", "a": "y"}]),
+                     root, fields={"media": "video", "question": "q", "answer": "a"}, task_type="ff")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from pathlib import Path
 
 import gymnasium as gym
@@ -24,20 +25,20 @@ def turn(action: dict, observation: str = "none", thought: str = "look") -> str:
 
 
 @pytest.fixture()
-def env(video_path: Path, audio_cache: str) -> OmniVideoEnv:
+def env(video_path: Path) -> OmniVideoEnv:
     e = OmniVideoEnv(
         media=str(video_path),
         question="Which option?",
         task_type="mcq",
         choices=["red", "green", "blue"],
         answer="B",
-        limits={"audio_cache_dir": audio_cache, "max_turns": 8, "max_frames": 16},
+        limits={"max_turns": 8, "max_frames": 16},
     )
     yield e
     e.close()
 
 
-def test_registered_and_passes_check_env(video_path: Path, audio_cache: str) -> None:
+def test_registered_and_passes_check_env(video_path: Path) -> None:
     assert envs.ENV_ID in gym.registry
     e = gym.make(
         envs.ENV_ID,
@@ -45,7 +46,6 @@ def test_registered_and_passes_check_env(video_path: Path, audio_cache: str) -> 
         question="q?",
         task_type="num",
         answer=3,
-        limits={"audio_cache_dir": audio_cache},
     )
     check_env(e.unwrapped)
     e.close()
@@ -196,13 +196,13 @@ def test_bad_output_gives_error_percept_and_counts_the_turn(
         assert "Turn 2 of 8" in msg
 
 
-def test_span_caps_reject_and_num_cap_clamps(video_path: Path, audio_cache: str) -> None:
+def test_span_caps_reject_and_num_cap_clamps(video_path: Path) -> None:
     e = OmniVideoEnv(
         media=str(video_path),
         question="q",
         task_type="num",
         answer=2,
-        limits={"audio_cache_dir": audio_cache, "max_audio_s": 5, "max_clip_s": 3, "max_frames": 4},
+        limits={"max_audio_s": 5, "max_clip_s": 3, "max_frames": 4},
     )
     e.reset()
     _, _, _, _, info = e.step(turn({"type": "get_audio", "start": 0, "end": 6}))
@@ -218,13 +218,13 @@ def test_span_caps_reject_and_num_cap_clamps(video_path: Path, audio_cache: str)
     e.close()
 
 
-def test_lenient_format_unwraps_code_fences(video_path: Path, audio_cache: str) -> None:
+def test_lenient_format_unwraps_code_fences(video_path: Path) -> None:
     e = OmniVideoEnv(
         media=str(video_path),
         question="q",
         task_type="num",
         answer=2,
-        limits={"audio_cache_dir": audio_cache, "strict_format": False},
+        limits={"strict_format": False},
     )
     e.reset()
     text = "```json\n" + turn({"type": "answer", "content": "2"}) + "\n```"
@@ -263,15 +263,12 @@ def test_turn_budget_truncates(env: OmniVideoEnv) -> None:
         ("ff", "a red square", "a red square", 0.0),
     ],
 )
-def test_rewards_per_task_type(
-    video_path: Path, audio_cache: str, task_type, truth, content, expected
-) -> None:
+def test_rewards_per_task_type(video_path: Path, task_type, truth, content, expected) -> None:
     e = OmniVideoEnv(
         media=str(video_path),
         question="q",
         task_type=task_type,
         answer=truth,
-        limits={"audio_cache_dir": audio_cache},
     )
     e.reset()
     _, reward, term, _, info = e.step(turn({"type": "answer", "content": content}))
@@ -281,7 +278,7 @@ def test_rewards_per_task_type(
     e.close()
 
 
-def test_free_form_uses_a_configured_judge(video_path: Path, audio_cache: str) -> None:
+def test_free_form_uses_a_configured_judge(video_path: Path) -> None:
     calls = []
 
     def judge(question: str, reference: str, prediction: str) -> float:
@@ -294,20 +291,18 @@ def test_free_form_uses_a_configured_judge(video_path: Path, audio_cache: str) -
         task_type="ff",
         answer="ref",
         judge=judge,
-        limits={"audio_cache_dir": audio_cache},
     )
     e.reset()
     _, reward, _, _, info = e.step(turn({"type": "answer", "content": "a grey screen"}))
     assert reward == 0.75 and info["reward_available"] and calls == [("Describe it", "ref", "a grey screen")]
 
 
-def test_actions_a_file_cannot_serve(audio_path: Path, silent_video_path: Path, audio_cache: str) -> None:
+def test_actions_a_file_cannot_serve(audio_path: Path, silent_video_path: Path) -> None:
     e = OmniVideoEnv(
         media=str(audio_path),
         question="q",
         task_type="num",
         answer=1,
-        limits={"audio_cache_dir": audio_cache},
     )
     obs, _ = e.reset()
     assert "get_frames" not in message_text(obs[0]) and "audio only" in message_text(obs[1])
@@ -349,14 +344,11 @@ def test_context_size_does_not_grow_with_old_media(env: OmniVideoEnv) -> None:
     assert re.search(r"Turn 11 of 12", message_text(obs[-1]))
 
 
-def test_reset_starts_the_audio_cache_in_the_background(video_path: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    e = OmniVideoEnv(
-        media=str(video_path), question="q", task_type="num", answer=1, limits={"audio_cache_dir": str(cache)}
-    )
+def test_get_audio_is_decoded_on_demand(video_path: Path) -> None:
+    """No audio cache: reset starts no extraction and the first get_audio decodes its span directly."""
+    e = OmniVideoEnv(media=str(video_path), question="q", task_type="num", answer=1)
     e.reset()
-    e.source._prefetch_job.result(timeout=60)  # made without any audio request
-    assert len(list(cache.glob("*.wav"))) == 1
+    assert not [t for t in threading.enumerate() if t.name.startswith("audio-cache")]
     obs, _, _, _, info = e.step(turn({"type": "get_audio", "start": 3.0, "end": 4.0}))
     (audio,) = [p for p in obs[-1]["content"] if p["type"] == "audio"]
     assert info["error"] is None and tone_energy(audio["audio"], 1000) > 0.8

@@ -1,5 +1,5 @@
-"""The evaluation runner, its resume logic, summaries and the hydra entry point (omniagent/evaluate.py, eval_runner.py, eval_results.py,
-omniagent/summary.py, scripts/eval.py), on a small synthetic benchmark with scripted policies."""
+"""The evaluation package (omniagent/eval/: config, runner, results, summary, passive) and the hydra entry
+point scripts/eval.py, on a small synthetic benchmark with scripted policies."""
 
 from __future__ import annotations
 
@@ -18,27 +18,19 @@ from typing import Any
 
 import pytest
 
+from envs.jsonl import read_jsonl
 from envs.messages import Message
 from envs.synth import generate_benchmark
 from envs.tasks import Task
-from omniagent.evaluate import (
-    ConfigMismatchError,
-    EvalConfig,
-    FrozenPresetError,
-    JudgeError,
-    OpenAIJudge,
-    PolicyStreakError,
-    check_decoding,
-    load_rows,
-    make_judge,
-    run_eval,
-    run_from_config,
-)
-from omniagent.passive import PassiveConfig, matched_frame_budget
+from omniagent.eval.config import EvalConfig, FrozenPresetError, check_decoding
+from omniagent.eval.judges import JudgeError, OpenAIJudge, make_judge
+from omniagent.eval.overlap import OverlapError
+from omniagent.eval.passive import PassiveConfig, matched_frame_budget
+from omniagent.eval.pipeline import run_from_config
+from omniagent.eval.results import ConfigMismatchError, load_rows
+from omniagent.eval.runner import PolicyStreakError, run_eval
+from omniagent.eval.summary import summarize, write_summary
 from omniagent.policy import Policy, PolicyError, TurnOutput, make_policy
-from omniagent.summary import bootstrap_ci, compare, summarize, write_summary
-from omniagent.trajectory import read_jsonl
-from omniagent.validity import OverlapError
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"width": 112, "height": 64, "fps": 2}
@@ -69,7 +61,7 @@ def cfg_for(out: Path, **kw: Any) -> EvalConfig:
 
 
 def rows_of(out: Path) -> list[dict[str, Any]]:
-    return list(read_jsonl(out / "results.jsonl"))
+    return read_jsonl(out / "results.jsonl")
 
 
 def ids_of(path: Path) -> list[str]:
@@ -196,9 +188,9 @@ def test_torn_last_line_and_orphan_trajectory_are_repaired(tasks: list[Task], tm
 SLOW_RUN = textwrap.dedent(
     """
     import sys, time
-    sys.path.insert(0, {root!r})
     from envs.tasks import load_tasks_jsonl
-    from omniagent.evaluate import EvalConfig, run_eval
+    from omniagent.eval.config import EvalConfig
+    from omniagent.eval.runner import run_eval
     from omniagent.policy import make_policy
 
     class Slow:
@@ -214,7 +206,7 @@ SLOW_RUN = textwrap.dedent(
             pass
 
     tasks = load_tasks_jsonl(sys.argv[1])
-    cfg = EvalConfig(out_dir=sys.argv[2], policy="oracle", workers=1, progress=False, limits={{"max_turns": 8}})
+    cfg = EvalConfig(out_dir=sys.argv[2], policy="oracle", workers=1, progress=False, limits={"max_turns": 8})
     run_eval(tasks, cfg, policy_factory=Slow)
     """
 )
@@ -223,7 +215,7 @@ SLOW_RUN = textwrap.dedent(
 def test_resume_after_a_killed_process(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     script = tmp_path / "slow.py"
-    script.write_text(SLOW_RUN.format(root=str(ROOT)))
+    script.write_text(SLOW_RUN)
     proc = subprocess.Popen([sys.executable, str(script), str(synth_dir / "tasks.jsonl"), str(out)])
     deadline = time.time() + 90
     try:
@@ -247,7 +239,7 @@ def test_resume_after_a_killed_process(tasks: list[Task], synth_dir: Path, tmp_p
 
 def test_media_errors_are_failed_rows_and_the_run_goes_on(tasks: list[Task], tmp_path: Path) -> None:
     junk = tmp_path / "junk.mp4"
-    junk.write_bytes(os.urandom(4096))
+    junk.write_bytes(b"this is not a video file\n" * 200)  # fixed bytes: random ones can look like a stream
     bad = [
         tasks[0].model_copy(update={"id": "junk", "media": str(junk)}),
         tasks[0].model_copy(update={"id": "gone", "media": str(tmp_path / "gone.mp4")}),
@@ -296,8 +288,13 @@ def test_unexpected_exceptions_are_error_rows_retried_next_run(tasks: list[Task]
     report = run_eval(tasks[:2], cfg_for(out), policy_factory=lambda: FailingPolicy(RuntimeError))
     assert report.errors == 2
     assert {r["error_code"] for r in rows_of(out)} == {"exception:RuntimeError"}
+    failed = read_jsonl(out / "trajectories.jsonl")  # what the failed tasks did is kept with the error
+    assert len(failed) == 2 and all("RuntimeError: the server is down" in t["error"] for t in failed)
     assert run_eval(tasks[:2], cfg_for(out)).ran == 2
     assert [r["status"] for r in rows_of(out)] == ["ok", "ok"]
+    assert sorted(ids_of(out / "trajectories.jsonl")) == sorted(
+        t.id for t in tasks[:2]
+    )  # the retried ones only
 
 
 def test_duplicate_task_ids_are_rejected(tasks: list[Task], tmp_path: Path) -> None:
@@ -334,58 +331,6 @@ def test_a_dead_judge_fails_loudly(tasks: list[Task], tmp_path: Path) -> None:
     rows = rows_of(out)
     assert all(r["task_type"] != "ff" for r in rows)  # never a silent 0 for a judged task
     assert all(r["reward"] == 1.0 for r in rows)
-
-
-# ------------------------------------------------------------------------------------------ summary
-def test_bootstrap_on_known_data() -> None:
-    ones = bootstrap_ci([1.0] * 50, n_boot=500, seed=0)
-    assert ones == {"mean": 1.0, "lo": 1.0, "hi": 1.0, "n": 50}
-    half = [1.0, 0.0] * 100  # mean 0.5, sd 0.5, n 200: normal 95% half-width 1.96 * 0.5 / sqrt(200) = 0.069
-    ci = bootstrap_ci(half, n_boot=2000, seed=0)
-    assert ci["mean"] == 0.5
-    assert ci["lo"] == pytest.approx(0.5 - 0.069, abs=0.015) and ci["hi"] == pytest.approx(
-        0.5 + 0.069, abs=0.015
-    )
-    assert bootstrap_ci(half, n_boot=2000, seed=0) == ci  # seeded
-    assert bootstrap_ci([], n_boot=10)["mean"] is None
-    assert bootstrap_ci([0.3], n_boot=10) == {"mean": 0.3, "lo": 0.3, "hi": 0.3, "n": 1}
-
-
-def fake_rows(n: int, p: float, kind: str = "mcq") -> list[dict[str, Any]]:
-    k = round(n * p)
-    return [
-        {"id": f"{kind}{i}", "task_type": kind, "status": "ok", "answered": True, "reward_available": True,
-         "reward": float(i < k), "duration": 30.0 * (i + 1), "turns": 3, "frames_used": 16, "stop_reason": "answered",
-         "action_counts": {"get_frames": 2, "answer": 1}, "turn_error_codes": {"format_not_json": 1} if i == 0 else {},
-         "context_tokens": [100, 200], "model_seconds": 1.0, "env_seconds": 0.25}
-        for i in range(n)
-    ]  # fmt: skip
-
-
-def test_summary_breakdowns_and_costs() -> None:
-    s = summarize(fake_rows(40, 0.5), n_boot=200, duration_bins=[60, 600])
-    assert s["score"]["mean"] == 0.5 and s["score"]["lo"] < 0.5 < s["score"]["hi"]
-    assert set(s["by_duration"]) == {"<1m", "1m-10m", ">=10m"}
-    assert sum(g["n"] for g in s["by_duration"].values()) == 40
-    assert s["context_tokens_per_turn"]["mean"] == 150 and s["context_tokens_per_turn"]["max"] == 200
-    assert s["time"]["model_share"] == pytest.approx(0.8)
-    assert s["action_share"] == {
-        "get_frames": pytest.approx(2 / 3, abs=1e-3),
-        "answer": pytest.approx(1 / 3, abs=1e-3),
-    }
-    assert s["error_codes"] == {"format_not_json": 1}
-    assert s["turns"]["mean"] == 3 and s["frames_used"]["mean"] == 16
-
-
-def test_compare_says_whether_intervals_overlap() -> None:
-    a = summarize(fake_rows(100, 0.9), n_boot=500, name="strong")
-    b = summarize(fake_rows(100, 0.3), n_boot=500, name="weak")
-    c = summarize(fake_rows(100, 0.85), n_boot=500, name="close")
-    res = compare(a, b)
-    assert res["overlap"] is False and "strong is better" in res["verdict"]
-    assert res["diff"] == pytest.approx(0.6)
-    assert compare(a, c)["overlap"] is True
-    assert compare(a, c)["by_task_type"]["mcq"]["overlap"] is True
 
 
 # ------------------------------------------------------------------------------------------ passive
@@ -495,3 +440,35 @@ def test_eval_script_cli(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> 
         timeout=120,
     )
     assert bad.returncode == 2 and "frozen" in bad.stdout
+
+
+def test_eval_config_is_validated_from_the_hydra_config(synth_dir: Path, tmp_path: Path) -> None:
+    from omegaconf import OmegaConf, open_dict
+    from pydantic import ValidationError
+
+    from envs.limits import EnvLimits
+    from omniagent.eval.config import eval_config_from
+
+    ov = synth_overrides(synth_dir, tmp_path / "x") + [
+        "workers=3",
+        "seed=5",
+        "max_consecutive_policy_errors=0",
+    ]
+    cfg = compose(ov)
+    ecfg = eval_config_from(cfg)
+    assert (ecfg.workers, ecfg.seed, ecfg.max_consecutive_policy_errors, ecfg.progress) == (3, 5, 0, False)
+    assert ecfg.env_limits() == EnvLimits(**OmegaConf.to_container(cfg.benchmark.limits, resolve=True))
+    assert ecfg.temperature == cfg.benchmark.temperature and ecfg.max_turns == cfg.benchmark.max_turns
+    with open_dict(cfg):  # a key the config lacks takes the model's one default, not a second copy
+        del cfg["workers"]
+        del cfg["passive"]
+    assert eval_config_from(cfg).workers == EvalConfig.model_fields["workers"].default
+    assert eval_config_from(cfg).passive == PassiveConfig()
+    with pytest.raises(ValidationError, match="wrkers"):
+        EvalConfig(out_dir="x", policy="oracle", wrkers=2)
+    with pytest.raises(ValidationError, match="max_frame"):
+        EvalConfig(out_dir="x", policy="oracle", limits={"max_frame": 8})
+    with open_dict(cfg):
+        cfg.workers = 0
+    with pytest.raises(ValidationError, match="workers"):
+        eval_config_from(cfg)

@@ -1,142 +1,30 @@
-"""The OpenAI-compatible backend against a fake server on 127.0.0.1 (http.server in a thread)."""
+"""The OpenAI-compatible backend against a fake server on 127.0.0.1 (tests/fake_openai_server.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
 import math
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import av
 import numpy as np
 import pytest
 import soundfile as sf
+from fake_openai_server import ANSWER_TURN, TOPS, FakeServer
 from media_factory import read_barcode
 from PIL import Image
 
 from envs.env import OmniVideoEnv
-from omniagent.backends.openai_backend import OpenAIPolicy, to_openai_messages, topk_entropy
+from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
+from omniagent.backends.openai_backend import OpenAIPolicy
+from omniagent.backends.openai_messages import to_openai_messages
 from omniagent.episode import run_episode
-from omniagent.policy import PolicyError
-
-ANSWER_TURN = json.dumps(
-    {"observation": "none", "thought": "guess", "action": {"type": "answer", "content": "B"}}
-)
-TOPS = [-0.1, -2.5, -3.0]  # top-3 log-probs of every generated token in the fake replies
-
-
-class FakeServer:
-    """A minimal /v1/chat/completions + /v1/models server. ``mode`` picks the reply."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.mode = "turn"
-        self.text = ANSWER_TURN
-        self.delay = 0.0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-                self.send_response(code)
-                self.send_header("content-type", ctype)
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except (BrokenPipeError, ConnectionResetError):  # the client gave up (time-out test)
-                    pass
-
-            def do_GET(self) -> None:
-                if self.path.endswith("/models"):
-                    self._send(
-                        200,
-                        json.dumps(
-                            {"object": "list", "data": [{"id": "fake-omni", "object": "model"}]}
-                        ).encode(),
-                    )
-                else:
-                    self._send(404, b'{"error": {"message": "not found"}}')
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                server.requests.append(body)
-                if server.delay:
-                    time.sleep(server.delay)
-                mode = server.mode
-                if mode == "garbage":
-                    return self._send(200, b"<html>this is not an API</html>", "text/html")
-                if mode == "badjson":
-                    return self._send(200, b"{not json at all")
-                if mode == "nochoices":
-                    return self._send(
-                        200, json.dumps({"id": "x", "object": "chat.completion", "choices": []}).encode()
-                    )
-                if mode == "500":
-                    return self._send(500, b'{"error": {"message": "engine died"}}')
-                if mode == "404":
-                    return self._send(404, b'{"error": {"message": "The model `nope` does not exist."}}')
-                if mode == "no-logprobs-allowed" and body.get("logprobs"):
-                    return self._send(
-                        400, b'{"error": {"message": "logprobs are not supported by this model"}}'
-                    )
-                self._send(200, json.dumps(server.completion(body)).encode())
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self.thread.start()
-
-    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        tokens = ["{", '"obs', "}"]
-        logprobs = None
-        if body.get("logprobs"):
-            k = body.get("top_logprobs") or 0
-            logprobs = {
-                "content": [
-                    {
-                        "token": t,
-                        "logprob": TOPS[0],
-                        "bytes": None,
-                        "top_logprobs": [
-                            {"token": f"t{i}", "logprob": lp, "bytes": None} for i, lp in enumerate(TOPS[:k])
-                        ],
-                    }
-                    for t in tokens
-                ]
-            }
-        return {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body.get("model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": self.text},
-                    "finish_reason": "stop",
-                    "logprobs": logprobs,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": 123,
-                "completion_tokens": len(tokens),
-                "total_tokens": 123 + len(tokens),
-            },
-        }
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from omniagent.policy import PolicyError, make_policy
 
 
 @pytest.fixture()
@@ -176,11 +64,11 @@ def decode_data_url(url: str, mime: str) -> bytes:
 
 
 # ------------------------------------------------------------------------------------------ tests
-def test_topk_entropy_renormalises():
-    assert topk_entropy([math.log(0.5), math.log(0.5)]) == pytest.approx(math.log(2))
-    assert topk_entropy([math.log(0.25), math.log(0.25)]) == pytest.approx(math.log(2))  # mass renormalised
-    assert topk_entropy([0.0]) == pytest.approx(0.0)
-    assert topk_entropy([]) == 0.0
+def lump_entropy(logprobs: list[float]) -> float:
+    """The top-k estimate written out: exact head terms plus the unseen mass as one lump."""
+    p = np.exp(logprobs)
+    rest = 1.0 - p.sum()
+    return float(-(p * np.log(p)).sum() - rest * math.log(rest))
 
 
 def test_frames_become_decodable_images_and_logprobs_give_entropy(server, video_path):
@@ -217,10 +105,9 @@ def test_frames_become_decodable_images_and_logprobs_give_entropy(server, video_
     assert out.text == ANSWER_TURN
     assert out.prompt_tokens == 123 and out.completion_tokens == 3
     assert out.token_logprobs == pytest.approx([TOPS[0]] * 3)
-    p = np.exp(TOPS)
-    q = p / p.sum()
-    expected = float(-(q * np.log(q)).sum())
+    expected = lump_entropy(TOPS)
     assert out.entropy == pytest.approx(expected) and out.entropy_is_estimate is True
+    assert out.entropy_estimator == TOPK_ESTIMATOR
     assert out.token_entropies == pytest.approx([expected] * 3)
 
 
@@ -384,3 +271,113 @@ def test_policy_error_ends_episode_cleanly(video_path):
 def test_conversion_rejects_unknown_parts():
     with pytest.raises(ValueError, match="unknown content part"):
         to_openai_messages([{"role": "user", "content": [{"type": "hologram"}]}])
+
+
+# ------------------------------------------------------------------------------ server extras
+def test_generic_server_gets_no_vllm_fields(server, video_path):
+    """A server that is not vLLM (transformers serve answers 422 to unknown fields and takes no
+    inline video) gets the clip as its labelled frames and its sound, without vLLM's extras."""
+    server.owned_by = "huggingface"
+    obs = context_after(str(video_path), {"type": "get_clip", "start": 2.0, "end": 5.0})
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=0, extra_body={"top_k": 5})
+    policy.act(obs)
+    req = server.requests[-1]
+    assert "mm_processor_kwargs" not in req and "media_io_kwargs" not in req
+    assert req["top_k"] == 5  # configured extras are still sent
+    parts = user_parts(req)
+    kinds = [p["type"] for p in parts]
+    clip = next(p for p in obs[-1]["content"] if p["type"] == "video")
+    assert "video_url" not in kinds and kinds.count("image_url") == len(clip["timestamps"])
+    images = [i for i, k in enumerate(kinds) if k == "image_url"]
+    assert kinds[images[-1] + 1] == "input_audio" and kinds.count("input_audio") == 1  # the clip's sound
+    for i, t in zip(images, clip["timestamps"], strict=True):
+        assert parts[i - 1]["text"].endswith(f"Frame at {t:.2f}s:")
+        img = np.asarray(Image.open(io.BytesIO(decode_data_url(parts[i]["image_url"]["url"], "image/jpeg"))))
+        assert read_barcode(img) == round(t * 10)
+    assert policy.server_kind() == "generic"
+
+
+@pytest.mark.parametrize(("setting", "owned_by", "extras"), [("generic", "vllm", False), ("vllm", "x", True)])
+def test_server_setting_overrides_detection(server, video_path, setting, owned_by, extras):
+    server.owned_by = owned_by
+    obs = context_after(str(video_path), {"type": "get_clip", "start": 2.0, "end": 5.0})
+    OpenAIPolicy(model="m", base_url=server.url, retries=0, server=setting).act(obs)
+    req = server.requests[-1]
+    assert ("mm_processor_kwargs" in req) is extras and ("media_io_kwargs" in req) is extras
+
+
+# ----------------------------------------------------------------------------------- deadline
+def test_timeout_is_a_deadline_for_the_whole_request(server):
+    """A server that trickles one byte every 0.2 s never trips a per-read time-out; the deadline
+    still ends the request (retries included) after ``timeout`` seconds."""
+    server.mode = "trickle"
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=2, timeout=1.5)
+    t0 = time.perf_counter()
+    with pytest.raises(PolicyError, match=r"did not answer within 1.5 s.*--timeout") as info:
+        policy.act(text_context())
+    assert time.perf_counter() - t0 < 4.0
+    assert "\n" not in str(info.value) and len(server.requests) == 1
+
+
+def test_run_with_deadline_inside_and_outside_an_event_loop():
+    from omniagent.backends.openai_backend import run_with_deadline
+
+    assert run_with_deadline(lambda: asyncio.sleep(0.01, result=5), 1.0) == 5
+    t0 = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        run_with_deadline(lambda: asyncio.sleep(10), 0.2)
+    assert time.perf_counter() - t0 < 2.0
+
+    async def from_async_code() -> int:  # e.g. a caller that runs its own loop in this thread
+        return run_with_deadline(lambda: asyncio.sleep(0.01, result=7), 1.0)
+
+    assert asyncio.run(from_async_code()) == 7
+
+
+# ------------------------------------------------------------------------------------ secrets
+def test_api_key_is_sent_but_never_recorded(server):
+    secret = "sk-do-not-record-4242"
+    policy = make_policy("openai", model="m", base_url=server.url, retries=0, api_key=secret)
+    policy.act(text_context())
+    assert server.auth[-1] == f"Bearer {secret}"
+    recorded = json.dumps(policy.config()) + repr(policy) + str(policy.params) + repr(policy.params)
+    assert secret not in recorded and "**********" in recorded
+    assert policy.config()["base_url"] == server.url and policy.config()["server"] == "auto"
+
+
+# ------------------------------------------------------------------------------------ entropy
+def test_topk_estimate_bounds():
+    exact = [0.5, 0.3, 0.1, 0.05, 0.05]
+    h_true = -sum(p * math.log(p) for p in exact)
+    assert topk_entropy(np.log(exact)) == pytest.approx(h_true)  # all the mass known: exact
+    top = np.log(exact[:2])
+    est = topk_entropy(top)
+    assert est == pytest.approx(lump_entropy(list(top)))
+    assert est <= h_true <= est + 0.2 * math.log(len(exact) - 2) + 1e-12  # the documented bound
+    assert topk_entropy([0.0]) == 0.0 and topk_entropy([]) == 0.0
+
+
+@pytest.mark.parametrize("chosen_in_top", [True, False])
+def test_vllm_and_openai_report_the_same_entropy(chosen_in_top):
+    """Both backends give the same number for the same top-k distribution (chosen token included
+    as a known term when it fell outside the top-k)."""
+    from types import SimpleNamespace as NS
+
+    from omniagent.backends.openai_backend import _logprob_stats
+    from omniagent.backends.vllm_backend import step_stats
+
+    tops = {"a": math.log(0.6), "b": math.log(0.2), "c": math.log(0.1)}
+    chosen, chosen_lp = ("b", tops["b"]) if chosen_in_top else ("z", math.log(0.04))
+    oa_token = NS(
+        token=chosen,
+        logprob=chosen_lp,
+        top_logprobs=[NS(token=t, logprob=lp) for t, lp in tops.items()],
+    )
+    _, oa_entropies = _logprob_stats(NS(logprobs=NS(content=[oa_token])))
+    ids = {"a": 1, "b": 2, "c": 3, "z": 9}
+    step = {ids[t]: NS(logprob=lp) for t, lp in tops.items()} | {ids[chosen]: NS(logprob=chosen_lp)}
+    lps, vllm_entropies = step_stats([ids[chosen]], [step])
+    assert lps == [pytest.approx(chosen_lp)]
+    known = list(tops.values()) + ([] if chosen_in_top else [chosen_lp])
+    assert oa_entropies == pytest.approx(vllm_entropies, rel=1e-12)
+    assert vllm_entropies == pytest.approx([lump_entropy(known)])

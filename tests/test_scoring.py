@@ -7,6 +7,7 @@ import pytest
 from envs.scoring import (
     AnswerFormatError,
     get_scorer,
+    letters,
     mean_relative_accuracy,
     temporal_iou,
     union_length,
@@ -31,6 +32,20 @@ def test_mcq_rejects_a_letter_beyond_the_options() -> None:
     with pytest.raises(AnswerFormatError, match="not an option"):
         get_scorer("mcq").parse("E", CHOICES)
     assert get_scorer("mcq").parse("E") == "E"  # without choices any letter parses
+
+
+@pytest.mark.parametrize(
+    "text", ["[[" + "1" * 5000 + ", 2]]", "[" * 5000 + "]" * 5000, "[[1, NaN]]", "[[2, 1]]"]
+)
+def test_tr_rejects_hostile_interval_text(text: str) -> None:
+    with pytest.raises(AnswerFormatError):
+        get_scorer("tr").parse(text)
+
+
+def test_letters_stop_at_z() -> None:
+    assert letters(3) == ["A", "B", "C"] and letters(26)[-1] == "Z"
+    with pytest.raises(ValueError, match="at most 26"):
+        letters(27)
 
 
 def test_mcq_exact_match_is_case_insensitive_on_the_truth() -> None:

@@ -16,7 +16,7 @@ from envs.messages import count_media_parts, media_messages
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory, save_trajectories
-from rl import sft_data
+from rl import sft_export
 
 LIMITS = {"max_side": 64, "clip_fps": 2.0}
 
@@ -67,7 +67,7 @@ def parquet(trajectories: list[Trajectory], tmp_path_factory: pytest.TempPathFac
     out = tmp_path_factory.mktemp("sft") / "train.parquet"
     kept = out.with_name("kept.jsonl")
     save_trajectories(trajectories, kept)
-    assert sft_data.main(["--kept", str(kept), "--out", str(out), "--row-group-size", "3"]) == 0
+    assert sft_export.main(["--kept", str(kept), "--out", str(out), "--row-group-size", "3"]) == 0
     return out
 
 
@@ -95,7 +95,7 @@ def dataset(parquet: Path, tiny_dir: Path) -> Any:
 def live_contexts(traj: Trajectory) -> list[list[dict[str, Any]]]:
     """The observation a live environment shows before each turn, stepping the same texts."""
     env = OmniVideoEnv(limits=LIMITS)
-    obs, _ = env.reset(options=sft_data.replay_options(traj))
+    obs, _ = env.reset(options=sft_export.replay_options(traj))
     out = []
     for t in traj.turns:
         out.append(obs)
@@ -123,14 +123,14 @@ def assert_same_messages(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> No
 
 
 def test_rows_reproduce_live_env_contexts(parquet: Path, trajectories: list[Trajectory]) -> None:
-    rows = sft_data.read_rows(parquet)
+    rows = sft_export.read_rows(parquet)
     assert len(rows) == sum(len(t.turns) for t in trajectories)
     by_traj = {t.id: t for t in trajectories}
     for traj in trajectories:
         mine = sorted((r for r in rows if r["trajectory_id"] == traj.id), key=lambda r: r["turn"])
         assert [r["turn"] for r in mine] == list(range(1, len(traj.turns) + 1))
         for row, live, rec in zip(mine, live_contexts(traj), traj.turns, strict=True):
-            chat = sft_data.row_messages(row)
+            chat = sft_export.row_messages(row)
             context, target = chat[:-1], chat[-1]
             assert target == {"role": "assistant", "content": [{"type": "text", "text": rec.raw_text}]}
             assert_same_messages(context, live)
@@ -139,9 +139,9 @@ def test_rows_reproduce_live_env_contexts(parquet: Path, trajectories: list[Traj
     video_rows = sorted(
         (r for r in rows if r["trajectory_id"] == trajectories[0].id), key=lambda r: r["turn"]
     )
-    kinds = [[p["type"] for p in sft_data.row_messages(r)[-2]["content"]] for r in video_rows]
+    kinds = [[p["type"] for p in sft_export.row_messages(r)[-2]["content"]] for r in video_rows]
     assert "image" in kinds[1] and "audio" in kinds[2] and "video" in kinds[3]
-    last = sft_data.row_messages(video_rows[3])
+    last = sft_export.row_messages(video_rows[3])
     clip = next(p for p in last[-2]["content"] if p["type"] == "video")
     assert clip["audio"] is not None and clip["audio"].dtype == np.float32  # clip = frames + its sound
     stubs = [p["text"] for m in last for p in m["content"] if "MEDIA REMOVED" in p.get("text", "")]
@@ -151,8 +151,8 @@ def test_rows_reproduce_live_env_contexts(parquet: Path, trajectories: list[Traj
 def test_replay_detects_a_different_environment(trajectories: list[Trajectory]) -> None:
     traj = trajectories[0].model_copy(deep=True)
     traj.turns[1].error = "span_too_long"  # pretend the recorded run rejected this action
-    with pytest.raises(sft_data.ReplayMismatch, match="turn 2"):
-        sft_data.replay_contexts(traj)
+    with pytest.raises(sft_export.ReplayMismatch, match="turn 2"):
+        sft_export.replay_contexts(traj)
 
 
 def test_synthesis_output_exports(tmp_path: Path, video_path: Path) -> None:
@@ -175,8 +175,8 @@ def test_synthesis_output_exports(tmp_path: Path, video_path: Path) -> None:
         "judge": {},
     }
     run_synthesis(cfg, progress=False)  # uniform guesses 0: wrong, rejected -- export the rejected one
-    trajs = sft_data.load_trajectories(tmp_path / "out" / "rejected.jsonl")
-    assert trajs and sft_data.export_parquet(trajs, tmp_path / "x.parquet") == len(trajs[0].turns) == 2
+    trajs = sft_export.load_trajectories(tmp_path / "out" / "rejected.jsonl")
+    assert trajs and sft_export.export_parquet(trajs, tmp_path / "x.parquet") == len(trajs[0].turns) == 2
 
 
 # -------------------------------------------------------------------------------- dataset class
@@ -287,17 +287,14 @@ def compose_sft():
 @pytest.mark.slow
 def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
+    from verl.utils.import_utils import load_extern_object
 
+    from rl.sft_dataset import OmniTurnSFTDataset
     from rl.train_sft import _placeholders, launch, torchrun_command, verl_config, write_verl_config
 
     cfg = compose_sft(["+exp=7b", f"omni_sft.run_dir={tmp_path}"])
-    assert cfg.optim.lr == 1e-5 and cfg.trainer.total_epochs == 2 and cfg.data.max_length == 65536
-    assert list(cfg.omni_sft.freeze) == ["visual", "audio_tower"] and cfg.engine.strategy == "fsdp2"
-    assert (
-        cfg.data.custom_cls.path == "pkg://rl.sft_dataset"
-        and cfg.data.custom_cls.name == "OmniTurnSFTDataset"
-    )
-    assert cfg.data.pad_mode == "no_padding" and cfg.trainer.n_gpus_per_node == 8
+    # verl's SFT trainer builds its dataset from data.custom_cls: it must resolve to our per-turn class
+    assert load_extern_object(cfg.data.custom_cls.path, cfg.data.custom_cls.name) is OmniTurnSFTDataset
     assert {p.split("=")[0] for p in _placeholders(cfg)} == {
         "model.path",
         "data.train_files",
@@ -306,12 +303,13 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     assert "omni_sft" not in verl_config(cfg) and "sft_trainer_engine" not in OmegaConf.to_yaml(
         verl_config(cfg)
     )
-    written = OmegaConf.load(write_verl_config(cfg))
+    written = OmegaConf.load(write_verl_config(cfg))  # the frozen modules reach the verl worker's config
     assert (
-        list(written.data.omni.freeze) == ["visual", "audio_tower"] and written.model.path == cfg.model.path
+        list(written.data.omni.freeze) == list(cfg.omni_sft.freeze) and written.model.path == cfg.model.path
     )
     cmd = torchrun_command(cfg, tmp_path / "verl_sft.yaml")
-    assert cmd[1:3] == ["-m", "torch.distributed.run"] and "--nproc_per_node=8" in cmd
+    assert cmd[1:3] == ["-m", "torch.distributed.run"]
+    assert f"--nproc_per_node={cfg.trainer.n_gpus_per_node}" in cmd
     assert cmd[-4:] == ["-m", "rl.train_sft", "--verl-worker", str(tmp_path / "verl_sft.yaml")]
     assert launch(OmegaConf.merge(cfg, {"omni_sft": {"mode": "print"}})) == cmd  # nothing runs
     with pytest.raises(SystemExit, match="set these paths first"):

@@ -251,6 +251,37 @@ def test_same_seed_same_media_and_tasks(tmp_path: Path) -> None:
     assert other.to_dict() != build_timeline(cfg).to_dict()
 
 
+# Timelines and tasks, as written to the cache, for GOLDEN_CONFIGS (speech as beeps). The benchmark
+# cache is keyed on GENERATOR_VERSION and the config, so output that changes under the same version
+# would mix old cached tasks with new ones: bump GENERATOR_VERSION and add its hash here instead.
+GOLDEN = {"omniagent-synth-1": "dba64b164a44a7c424d629661ae3f7a89599478c18db7c50eb4b3ec54da53b79"}
+GOLDEN_CONFIGS = [
+    SynthConfig(seed=7, duration=120.0, **SMALL),
+    SynthConfig(seed=8, duration=90.0, audio=False),
+    SynthConfig(seed=9, duration=300.0, mode="audio"),
+]
+
+
+def test_output_pinned_per_generator_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(synth, "speech_backend", lambda cfg: "tone")  # espeak-ng clip lengths vary by version
+    digest = hashlib.sha256()
+    templates: list[list[str]] = []
+    for cfg in GOLDEN_CONFIGS:
+        timeline = build_timeline(cfg)
+        tasks = make_tasks(timeline, "m.mp4", "g", config_hash="c0ffee")
+        templates.append([t.id.removeprefix("g-") for t in tasks])
+        dumped = [timeline.to_dict(), [t.model_dump(mode="json") for t in tasks]]
+        digest.update(json.dumps(dumped).encode())  # key order included: it is what tasks.jsonl holds
+    # readable part of the pin: which templates ran, in which order, how many times
+    assert templates[1] == [
+        "digit_mcq-00", "screen_word_ff-00", "screen_word_ff-01", "shape_tr-00", "shape_width_size-00",
+        "flash_count_num-00", "flash_tr-00", "scene_change_num-00", "static_tr-00",
+    ]  # fmt: skip
+    assert templates[2][:2] == ["static_tr-00", "beep_count_num-00"] and len(templates[2]) == 11
+    assert len(templates[0]) == 22 and "after_beep_color_mcq-01" in templates[0]
+    assert digest.hexdigest() == GOLDEN.get(synth.GENERATOR_VERSION), "output changed: see GOLDEN"
+
+
 # ---------------------------------------------------------------------------------------------- content
 def test_all_task_types_and_consistent_ids(video: synth.SynthResult) -> None:
     types = {t.task_type for t in video.tasks}

@@ -9,6 +9,7 @@ says GUESS and 5 otherwise.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import threading
@@ -19,11 +20,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from envs.jsonl import read_jsonl
+from envs.limits import EnvLimits
 from envs.tasks import Task, save_tasks_jsonl
-from omniagent.policy import POLICIES, Policy, TurnOutput, register_policy
-from omniagent.trajectory import Trajectory, TurnRecord, load_trajectories, read_jsonl
+from omniagent.policy import POLICIES, Policy, PolicyError, TurnOutput, register_policy
+from omniagent.trajectory import Trajectory, load_trajectories
 from rl import sft_filters as F
-from rl.synthesize import JudgeError, TeacherPolicy, inject_hint, run_synthesis
+from rl.audit_judge import AuditJudgeError
+from rl.synthesize import TeacherPolicy, inject_hint, run_synthesis
 
 # --------------------------------------------------------------------------------------------------
 # A stochastic scripted teacher
@@ -310,11 +314,11 @@ def test_resume_skips_finished_and_redoes_cut_tasks(
 def test_judge_down_stops_with_clear_error(tmp_path: Path, tasks_file: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/v1"
     out = tmp_path / "out"
-    with pytest.raises(JudgeError, match=r"127\.0\.0\.1.*failed after 2 attempt"):
+    with pytest.raises(AuditJudgeError, match=r"127\.0\.0\.1.*failed after 2 attempt"):
         run_synthesis(make_cfg(tasks_file, out, url), progress=False)
     assert not (out / "task_stats.jsonl").exists() and not (out / "kept.jsonl").exists()
     # Without the preflight the first audit fails the same way, and the task is not marked done.
-    with pytest.raises(JudgeError, match="Start the judge server"):
+    with pytest.raises(AuditJudgeError, match="Start the judge server"):
         run_synthesis(make_cfg(tasks_file, out, url, **{"judge.preflight": False}), progress=False)
     assert not (out / "task_stats.jsonl").exists()
 
@@ -322,7 +326,7 @@ def test_judge_down_stops_with_clear_error(tmp_path: Path, tasks_file: Path) -> 
 def test_judge_garbage_is_an_error_not_a_verdict(tmp_path: Path, tasks_file: Path) -> None:
     j = FakeJudge("garbage")
     try:
-        with pytest.raises(JudgeError, match="no usable audit"):
+        with pytest.raises(AuditJudgeError, match="no usable audit"):
             run_synthesis(make_cfg(tasks_file, tmp_path / "out", j.url), progress=False)
     finally:
         j.close()
@@ -378,58 +382,51 @@ def test_config_file_composes_and_runs(tmp_path: Path, tasks_file: Path) -> None
     assert summary["kept"] == 3 and summary["pass_at_n"] == 1.0
 
 
-# ----------------------------------------------------------------------------------- pure filters
+class _Crashing(Policy):
+    name = "crashing"
+
+    def reset(self, info: dict[str, Any]) -> None:
+        pass
+
+    def act(self, messages: list[dict[str, Any]]) -> TurnOutput:
+        raise PolicyError("teacher server down")
 
 
-def _traj(turns: list[TurnRecord], **kw: Any) -> Trajectory:
-    base = dict(id="t", media="m.mp4", question="q", task_type="num", max_turns=8, turns=turns)
-    return Trajectory(**{**base, **kw})
+def test_error_streak_stops_the_run_and_a_second_writer_is_refused(tmp_path: Path, tasks_file: Path) -> None:
+    from omniagent.eval.batch import FolderLockedError, RunLock
+    from rl.synthesize import SynthesisError
+
+    out = tmp_path / "out"
+    cfg = make_cfg(tasks_file, out, "http://127.0.0.1:9/v1", n_samples=2)
+    cfg["filters"]["audit"]["enabled"] = False
+    cfg["teacher"]["max_consecutive_policy_errors"] = 3
+    with pytest.raises(SynthesisError, match="3 episodes in a row; last error: .*teacher server down"):
+        run_synthesis(cfg, policy=_Crashing(), progress=False)
+    summary = json.loads((out / "summary.json").read_text())  # written even when the run stops
+    assert summary["tasks"] == 1  # the first task (2 failed episodes) was committed before the third failure
+    with RunLock(out), pytest.raises(FolderLockedError, match=str(os.getpid())):
+        run_synthesis(cfg, policy=_Crashing(), progress=False)
 
 
-def test_outcome_thresholds() -> None:
-    th = F.OutcomeThresholds()
-    tr = dict(task_type="tr", ground_truth=[[10.0, 20.0]], stop_reason="answered")
-    assert F.outcome_check(_traj([], answer=[[10.0, 20.0]], **tr), th).passed
-    assert F.outcome_check(_traj([], answer=[[10.0, 15.0]], **tr), th).passed  # IoU exactly 0.5
-    assert F.outcome_check(_traj([], answer=[[10.0, 14.9]], **tr), th).reason == "wrong_answer"
-    num = dict(ground_truth=10.0, stop_reason="answered")
-    assert F.outcome_check(_traj([], answer=12.0, **num), th).passed  # MRA 0.6
-    assert not F.outcome_check(_traj([], answer=13.0, **num), th).passed  # MRA 0.4
-    assert F.outcome_check(_traj([], answer=None, stop_reason="turn_budget"), th).reason == "no_answer"
-    ff = _traj([], task_type="ff", answer="x", ground_truth="y", stop_reason="answered", reward=1.0)
-    assert F.outcome_check(ff, th).reason == "unverifiable"
+def test_readme_teacher_overrides_compose(tmp_path: Path, tasks_file: Path) -> None:
+    """README's `teacher.kwargs.model=... teacher.kwargs.base_url=...` needs no `+`; unset kwargs are not passed."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
+    from rl.synthesize import REPO_ROOT, build_teacher
 
-def test_leak_check_respects_fetched_media() -> None:
-    look = TurnRecord(turn=1, raw_text="", observation="none", thought="scan", timestamps=[0.0, 10.0, 20.0],
-                      action={"type": "get_frames", "start": 0, "end": 20, "num": 3})  # fmt: skip
-    after = TurnRecord(turn=2, raw_text="", observation="at 12.5 s a beep", thought="ends at 12.5")
-    early = TurnRecord(turn=1, raw_text="", observation="none", thought="jump to 12.5 s",
-                       action={"type": "get_frames", "start": 12, "end": 13, "num": 2})  # fmt: skip
-    ev = [[12.0, 12.5]]
-    assert F.find_leaks(_traj([look, after]), ev) == []
-    assert F.find_leaks(_traj([early]), ev) == [
-        "turn 1: names evidence time 12.5 s before fetching media covering it"
-    ]
-    assert F.find_leaks(_traj([early]), ev, allowed_numbers=[12.5]) == []  # the question says 12.5
-    hinted = TurnRecord(turn=1, raw_text="", observation="none", thought="The HINT helps")
-    assert F.find_leaks(_traj([hinted]), ev) == ["turn 1: mentions 'hint'"]
-
-
-def test_audit_reply_parsing() -> None:
-    r = F.parse_audit_reply('```json\n{"turns": [{"turn": 1, "score": 4}, {"turn": 2, "score": 2}]}\n```', 2)
-    assert r.aggregate == 2 and not r.passed(3)
-    assert F.parse_audit_reply(
-        '{"turns": [{"turn": 1, "score": 4}, {"turn": 2, "score": 2}]}', 2, "mean"
-    ).passed(3)
-    for bad in (
-        '{"turns": [{"turn": 1, "score": 4}]}',
-        '{"turns": [{"turn": 1, "score": 9}]}',
-        "no json",
-        "{}",
-    ):
-        with pytest.raises(F.AuditParseError):
-            F.parse_audit_reply(bad, 2 if "4}]" in bad else 1)
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+        cfg = compose(
+            "synthesize",
+            [f"data.tasks={tasks_file}", "teacher.kwargs.model=T", "teacher.kwargs.base_url=http://h:1/v1"],
+        )
+        plain = compose("synthesize", [f"data.tasks={tasks_file}", "teacher.backend=uniform"])
+    assert dict(cfg.teacher.kwargs) == {"model": "T", "base_url": "http://h:1/v1"}
+    limits = EnvLimits(max_frames=5)
+    teacher = build_teacher(
+        OmegaConf.to_container(plain, resolve=True), limits
+    )  # model/base_url null: left out
+    assert teacher.params.limits == limits  # the run's limits reach a backend that takes them
 
 
 def test_hint_injection_leaves_env_messages_alone() -> None:

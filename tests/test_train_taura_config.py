@@ -1,4 +1,5 @@
-"""The TAURA launcher's Hydra config (conf/) and the verl trainer override (rl/verl_trainer.py) on CPU.
+"""The TAURA launcher's Hydra config (conf/rl/), verl's estimator registry and the trainer override
+(rl/verl_trainer.py), and the GPU smoke script's training command, on CPU.
 
 Needs verl 0.9.1 (`pip install "verl[verl-core]==0.9.1"`): its `ppo_trainer` config is the base of ours and
 the override subclasses its V1 sync trainer. End-to-end training is not run here (it needs vLLM and a GPU);
@@ -7,10 +8,16 @@ the override's advantage step runs on hand-built batches shaped exactly as Trans
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
+import importlib.util
+import inspect
+import os
+import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -22,15 +29,25 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 from transfer_queue import KVBatchMeta  # noqa: E402
+from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.utils import need_critic, need_reference_policy  # noqa: E402
 from verl.trainer.ppo.v1 import PPOTrainerSync  # noqa: E402
 from verl.utils.config import validate_config  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
+from envs.limits import EnvLimits  # noqa: E402
 from rl import taura, verl_trainer  # noqa: E402
+from rl.agent_loop import EnvSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "rl" / "train_taura.py"
+CONF_DIR = REPO / "conf" / "rl"
+SMOKE = REPO / "scripts" / "gpu_smoke.sh"
+PATHS = (
+    "actor_rollout_ref.model.path=/ckpt/x",
+    "data.train_files=/d/t.parquet",
+    "data.val_files=[/d/v.parquet]",
+)
 
 
 def _print_cfg_commands(*runs: tuple[str, ...]):
@@ -54,92 +71,69 @@ def _print_cfg_commands(*runs: tuple[str, ...]):
 
 
 @functools.cache
-def _compose_cached(exp: str, overrides: tuple[str, ...]):
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        return compose(config_name="taura", overrides=[f"+exp={exp}", *overrides])
+def _compose_cached(overrides: tuple[str, ...]):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return compose(config_name="taura", overrides=list(overrides))
 
 
 def _compose(exp: str, *overrides: str):
     """In-process composition (same files as the script); a fresh copy each call."""
-    return copy.deepcopy(_compose_cached(exp, overrides))
+    return copy.deepcopy(_compose_cached((f"+exp={exp}", *overrides)))
 
 
-@pytest.fixture(scope="module")
-def printed_configs():
-    return _print_cfg_commands(("+exp=7b",), ("+exp=tiny", "taura.mode=grpo"))
-
-
-@pytest.fixture(scope="module")
-def cfg_7b(printed_configs):
-    return printed_configs[0]
-
-
-@pytest.fixture(scope="module")
-def cfg_tiny(printed_configs):
-    return printed_configs[1]
+def _check_trainable(cfg) -> None:
+    """Every check rl/train_taura.py runs before Ray starts (verl's own validation included)."""
+    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    verl_trainer.check_taura_config(cfg)
+    verl_trainer.check_no_placeholders(cfg)
+    assert verl_trainer.trainer_class(cfg) is verl_trainer.TauraPPOTrainer
 
 
 # ------------------------------------------------------------------ config composition
 
 
-def _assert_taura_common(cfg):
-    arr = cfg.actor_rollout_ref
-    assert arr.actor.optim.lr == pytest.approx(1e-6)
-    assert (arr.actor.clip_ratio_low, arr.actor.clip_ratio_high) == (0.2, 0.28)
-    assert arr.actor.use_kl_loss is False and cfg.algorithm.use_kl_in_reward is False
-    assert arr.rollout.name == "vllm"
-    assert cfg.trainer.use_v1 is True and cfg.trainer.v1.trainer_mode == "sync"
-    assert cfg.algorithm.adv_estimator == "grpo"
-    assert cfg.taura.trainer_class == "rl.verl_trainer.TauraPPOTrainer"
-    assert (cfg.env.turns.min, cfg.env.turns.max, cfg.env.turns.dynamic_by_duration) == (5, 10, True)
-    assert cfg.env.limits.max_frames_per_call == 60
-    # verl's own defaults are still there underneath ours
-    assert cfg.actor_rollout_ref.rollout.calculate_log_probs is True
-    assert "transfer_queue" in cfg and "reward" in cfg
-
-
-def test_7b_composes_with_recipe_values(cfg_7b):
-    _assert_taura_common(cfg_7b)
-    assert cfg_7b.actor_rollout_ref.rollout.n == 8
-    assert cfg_7b.data.train_batch_size == 32
-    assert cfg_7b.taura.mode == "taura"
-    assert cfg_7b.actor_rollout_ref.model.path.startswith(verl_trainer.PLACEHOLDER_PREFIX)
-    assert cfg_7b.taura.std_eps == pytest.approx(1e-6) and cfg_7b.taura.entropy_eps == pytest.approx(1e-8)
-
-
-def test_tiny_composes_cpu_sized(cfg_tiny):
-    _assert_taura_common(cfg_tiny)
-    assert cfg_tiny.taura.mode == "grpo"  # the command-line override reached our block
-    assert cfg_tiny.data.train_batch_size * cfg_tiny.actor_rollout_ref.rollout.n <= 8
-    assert cfg_tiny.trainer.n_gpus_per_node == 1
-    assert "tiny-thinker" in cfg_tiny.actor_rollout_ref.model.path
+def test_printed_configs_name_taura_and_take_overrides():
+    """The README's print command works without a GPU; what it prints is a config verl accepts and that
+    names the registered TAURA estimator; a command-line override reaches our own block."""
+    cfg_7b, cfg_tiny = _print_cfg_commands(("+exp=7b", *PATHS), ("+exp=tiny", *PATHS, "taura.mode=grpo"))
+    for cfg in (cfg_7b, cfg_tiny):
+        _check_trainable(cfg)
+        assert core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator) is verl_trainer.taura_estimator
+        assert not need_critic(cfg) and not need_reference_policy(cfg)
+        assert cfg.actor_rollout_ref.rollout.calculate_log_probs  # verl's defaults are still underneath ours
+    assert (cfg_7b.taura.mode, cfg_tiny.taura.mode) == ("taura", "grpo")
 
 
 @pytest.mark.parametrize("exp", ["7b", "tiny"])
-def test_composed_config_passes_verl_and_taura_checks(exp):
-    cfg = _compose(exp)
-    validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-    assert not need_critic(cfg) and not need_reference_policy(cfg)
-    verl_trainer.check_taura_config(cfg)
-    assert verl_trainer.trainer_class(cfg) is verl_trainer.TauraPPOTrainer
+def test_placeholders_must_be_overridden(exp):
     with pytest.raises(ValueError, match="placeholder"):
-        verl_trainer.check_no_placeholders(cfg)
-    ok = _compose(
-        exp,
-        "actor_rollout_ref.model.path=/ckpt/x",
-        "data.train_files=/d/t.parquet",
-        "data.val_files=[/d/v.parquet]",
-    )
-    verl_trainer.check_no_placeholders(ok)
+        verl_trainer.check_no_placeholders(_compose(exp))
+    _check_trainable(_compose(exp, *PATHS))
+
+
+@pytest.mark.parametrize("exp", ["7b", "tiny"])
+def test_env_block_is_the_agent_loops_settings(exp):
+    """The `env` block builds the agent loop's settings, its limits are EnvLimits fields by name, and a limit
+    override moves vLLM's per-prompt image cap with it."""
+    cfg = _compose(exp, "env.limits.max_frames=7", "env.turns.max=12")
+    settings = EnvSettings.from_config(cfg.env)
+    assert set(cfg.env.limits) <= set(EnvLimits.model_fields)
+    assert settings.limits.max_frames == 7 and settings.turns.max == 12
+    vllm_limits = OmegaConf.to_container(cfg.actor_rollout_ref.rollout.engine_kwargs.vllm, resolve=True)
+    assert vllm_limits["limit_mm_per_prompt"]["image"] == 7
+    with pytest.raises(ValueError, match="max_frames_per_call"):  # EnvLimits refuses names it does not have
+        EnvSettings.from_config(_compose(exp, "+env.limits.max_frames_per_call=60").env)
 
 
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("algorithm.adv_estimator=gae", "adv_estimator"),
+        ("algorithm.adv_estimator=grpo", "adv_estimator"),
         ("taura.mode=ppo", "taura.mode"),
+        ("taura.mode=ig", "taura.mode"),  # needs per-turn scores the verl agent loop does not measure
         ("trainer.v1.trainer_mode=colocate_async", "sync"),
         ("algorithm.rollout_correction.bypass_mode=true", "bypass_mode"),
+        ("critic.enable=true", "critic"),
     ],
 )
 def test_check_taura_config_rejects(override, message):
@@ -147,11 +141,108 @@ def test_check_taura_config_rejects(override, message):
         verl_trainer.check_taura_config(_compose("tiny", override))
 
 
-def test_prepare_ray_init_reserves_cpus_and_pythonpath():
+def test_prepare_ray_init_reserves_cpus():
     cfg = _compose("tiny")
     verl_trainer.prepare_ray_init(cfg)
     assert cfg.ray_kwargs.ray_init.num_cpus >= verl_trainer.MIN_RAY_CPUS
-    assert str(REPO) in cfg.ray_kwargs.ray_init.runtime_env.env_vars.PYTHONPATH.split(":")
+    fixed = _compose("tiny", "ray_kwargs.ray_init.num_cpus=3")
+    verl_trainer.prepare_ray_init(fixed)
+    assert fixed.ray_kwargs.ray_init.num_cpus == 3  # a user's own setting is kept
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None,
+    reason="this machine can train",
+)
+def test_training_without_gpu_or_vllm_stops_in_one_line():
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "+exp=tiny", *PATHS],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert proc.returncode != 0
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # one line, no traceback
+    assert "needs a CUDA GPU and vLLM" in proc.stderr
+    assert "ray" not in proc.stdout.lower()  # stopped before Ray started
+
+
+# ------------------------------------------------------------------ verl's API that the override relies on
+
+
+def test_verl_compute_advantage_signature_is_the_one_overridden():
+    """verl's _compute_advantage and the helpers our copy of its body calls keep the signatures we use."""
+    expected = {
+        PPOTrainerSync._compute_advantage: ["self", "batch", "metrics"],
+        verl_trainer.apply_kl_penalty: ["data", "kl_ctrl", "kl_penalty"],
+        verl_trainer.compute_rollout_correction_and_add_to_batch: ["batch", "rollout_corr_config"],
+        verl_trainer.response_to_nested: ["tensor", "response_mask"],
+    }
+    for fn, params in expected.items():
+        assert list(inspect.signature(fn).parameters)[: len(params)] == params, fn
+    ours = inspect.signature(verl_trainer.TauraPPOTrainer._compute_advantage)
+    assert ours.parameters.keys() == inspect.signature(PPOTrainerSync._compute_advantage).parameters.keys()
+
+
+def test_override_fetches_every_field_verls_method_fetches():
+    """If verl's _compute_advantage starts reading a new field, our copy of it must read it too."""
+    source = textwrap.dedent(inspect.getsource(PPOTrainerSync._compute_advantage))
+    assigns = [
+        n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Assign) and isinstance(n.value, ast.List)
+    ]
+    fields = next(
+        [ast.literal_eval(e) for e in a.value.elts]
+        for a in assigns
+        if any(isinstance(t, ast.Name) and t.id == "fields" for t in a.targets)
+    )
+    assert "response_mask" in fields
+    assert set(fields) <= set(verl_trainer.ADVANTAGE_FIELDS)
+
+
+def test_taura_estimator_is_registered_and_refuses_verls_stock_call():
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    assert core_algos.get_adv_estimator_fn(verl_trainer.TAURA_ESTIMATOR) is verl_trainer.taura_estimator
+    data = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.ones(2, 3), "response_mask": torch.ones(2, 3)},
+        non_tensors={"uid": ["a", "a"]},
+    )
+    with pytest.raises(ValueError, match="TauraPPOTrainer"):  # verl's generic path gives it no entropy
+        compute_advantage(data, adv_estimator="taura", config=_compose("tiny").algorithm)
+
+
+# ------------------------------------------------------------------ the GPU smoke script's command
+
+
+def test_gpu_smoke_dry_run_prints_a_command_that_composes(tmp_path):
+    """The smoke script parses, and the training command it would run composes into a config that passes
+    every pre-Ray check, with the script's model, data, step count and limits in it."""
+    subprocess.run(["bash", "-n", str(SMOKE)], check=True)
+    work = tmp_path / "smoke"
+    env = {**os.environ, "OMNIAGENT_SMOKE_DIR": str(work), "STEPS": "3", "PYTHON": sys.executable}
+    proc = subprocess.run(
+        ["bash", str(SMOKE), "--dry-run", "trainer.logger=[console]"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
+    )
+    argv = shlex.split(proc.stdout)
+    assert argv[:2] == [sys.executable, "rl/train_taura.py"] and (REPO / argv[1]).is_file()
+    assert not work.exists()  # a dry run builds and writes nothing
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose(config_name="taura", overrides=argv[2:])
+    _check_trainable(cfg)
+    assert cfg.trainer.total_training_steps == 3 and list(cfg.trainer.logger) == ["console"]
+    assert cfg.actor_rollout_ref.model.path == str(work / "tiny-thinker-seed0")
+    assert cfg.data.train_files == str(work / "data" / "train.parquet")
+    settings = EnvSettings.from_config(cfg.env)
+    vllm_limits = OmegaConf.to_container(cfg.actor_rollout_ref.rollout.engine_kwargs.vllm, resolve=True)
+    assert vllm_limits["limit_mm_per_prompt"]["image"] == settings.limits.max_frames
+    assert settings.limits.max_frames != _compose("tiny").env.limits.max_frames  # the script's own cap
 
 
 # ------------------------------------------------------------------ the advantage step on verl batches
@@ -241,6 +332,19 @@ def test_compute_taura_advantage_on_transfer_queue_shaped_batch():
     output, metrics = verl_trainer.compute_taura_advantage(data, keys, _compose("tiny"))
     assert output["advantages"].is_nested
     _check_output(output, metrics)
+
+
+def test_7b_rollout_importance_weights_are_written_back():
+    """+exp=7b turns on token-level rollout IS: the step writes capped weights exp(old - rollout) per token,
+    and the advantages stay TAURA's (the weights act in the loss)."""
+    keys, fields = _agent_loop_rows()
+    output, metrics = verl_trainer.compute_taura_advantage(
+        list_of_dict_to_tensordict(fields), keys, _compose("7b", "taura.mode=taura")
+    )
+    _check_output(output, metrics)
+    expected = torch.exp(torch.tensor(-1.1 + 1.0))  # old_log_probs - rollout_log_probs, under the cap of 2
+    for i, t in enumerate(TURNS):
+        torch.testing.assert_close(output["rollout_is_weights"][i], torch.full((len(t[3]),), expected.item()))
 
 
 def test_compute_taura_advantage_grpo_mode_equals_verl_grpo():

@@ -1,9 +1,9 @@
-"""The turn-budget sweep (scripts/turn_scaling.py): cells, resume, CSV and plots."""
+"""The turn-budget sweep (omniagent/eval/turn_scaling.py, run by scripts/turn_scaling.py): cells, resume,
+CSV and plots."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -14,10 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_script() -> Any:
-    spec = importlib.util.spec_from_file_location("turn_scaling", ROOT / "scripts" / "turn_scaling.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from omniagent.eval import turn_scaling
+
+    return turn_scaling
 
 
 def compose(overrides: list[str]) -> Any:

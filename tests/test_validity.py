@@ -1,4 +1,4 @@
-"""Validity tools: the train/eval overlap guard and the observation-fidelity probe (omniagent/validity.py)."""
+"""Validity tools: the train/eval overlap guard and the observation-fidelity probe (omniagent/eval/overlap.py, omniagent/eval/fidelity.py)."""
 
 from __future__ import annotations
 
@@ -14,20 +14,18 @@ import pytest
 from envs.messages import Message, is_media
 from envs.synth import generate_benchmark
 from envs.tasks import LETTERS, Task
-from omniagent.evaluate import EvalConfig, run_eval
-from omniagent.policy import Policy, TurnOutput, make_policy
-from omniagent.trajectory import load_trajectories
-from omniagent.validity import (
-    OverlapError,
-    check_overlap,
-    guard,
-    media_hash,
+from omniagent.eval.config import EvalConfig
+from omniagent.eval.fidelity import (
+    ScriptedPolicyError,
     memory_notes,
-    normalize_question,
     print_fidelity,
     run_fidelity,
     synthetic_probes,
 )
+from omniagent.eval.overlap import OverlapError, check_overlap, guard, media_hash, normalize_question
+from omniagent.eval.runner import run_eval
+from omniagent.policy import Policy, TurnOutput, make_policy
+from omniagent.trajectory import load_trajectories
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -168,16 +166,22 @@ def test_fidelity_prints_the_gap(scanned_run: Path) -> None:
     lines: list[str] = []
     print_fidelity(report, lines.append)
     assert any("gap (raw - memory): 1.000 [1.000, 1.000]" in line for line in lines)
-    oracle = run_fidelity(trajs, make_policy("oracle"), max_probes=2, n_boot=200)
-    assert oracle.gap["mean"] == 0.0 and oracle.raw["mean"] == 1.0
+    with pytest.raises(ScriptedPolicyError, match="gap is 0 by construction"):
+        run_fidelity(trajs, make_policy("oracle"), max_probes=2, n_boot=200)
+    oracle = run_fidelity(trajs, make_policy("oracle"), max_probes=2, n_boot=200, allow_scripted=True)
+    assert oracle.gap["mean"] == 0.0 and oracle.raw["mean"] == 1.0 and "scripted policy" in oracle.warning
+    lines.clear()
+    print_fidelity(oracle, lines.append)
+    assert lines[0].startswith("WARNING: 'oracle' is a scripted policy") and lines[-1] == lines[0]
 
 
 def test_fidelity_script(scanned_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "fid.json"
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "fidelity.py"), str(scanned_run), "--policy", "oracle",
-         "--max-probes", "1", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    cmd = [sys.executable, str(ROOT / "scripts" / "fidelity.py"), str(scanned_run), "--policy", "oracle",
+           "--max-probes", "1", "--out", str(out)]  # fmt: skip
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "scripted policy" in refused.stderr and not out.exists()
+    res = subprocess.run([*cmd, "--allow-scripted"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert "WARNING: 'oracle' is a scripted policy" in res.stdout
     assert "gap (raw - memory): 0.000" in res.stdout and out.exists()

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from envs.jsonl import write_atomic
 from envs.synth.config import GENERATOR_VERSION, SynthConfig
 from envs.synth.encode import _video_encoder, _write_media
 from envs.synth.speech import _package_speech_backend
@@ -86,9 +87,7 @@ def synthesize(
         "timeline": timeline.to_dict(),
         "tasks": [t.model_dump(mode="json") | {"media": media.name} for t in tasks],
     }
-    tmp = meta_path.with_name(meta_path.name + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1))
-    os.replace(tmp, meta_path)
+    write_atomic(meta_path, json.dumps(meta, indent=1))
     return SynthResult(media, tasks, digest, False, timeline, time.perf_counter() - t0)
 
 
@@ -109,11 +108,13 @@ def generate_benchmark(
     force: bool = False,
     tasks_file: str = "tasks.jsonl",
     verbose: bool = False,
+    progress: bool = False,
 ) -> list[Task]:
     """Write ``n_videos`` media files and ``out_dir/tasks_file``; return the tasks (absolute media paths).
 
     File ``i`` lasts ``durations[i % len(durations)]`` seconds and uses seed ``video_seed(seed, i)``;
     ``config`` supplies every other setting. Files whose sidecar hash matches are not rebuilt.
+    ``progress`` shows a tqdm bar in seconds of media (a first run builds minutes of it).
     """
     if n_videos < 1 or not durations:
         raise ValueError("need n_videos >= 1 and at least one duration")
@@ -121,6 +122,10 @@ def generate_benchmark(
     out.mkdir(parents=True, exist_ok=True)
     base = config.model_dump() if isinstance(config, SynthConfig) else dict(config or {})
     tasks: list[Task] = []
+    from tqdm import tqdm
+
+    total = sum(float(durations[i % len(durations)]) for i in range(n_videos))
+    bar = tqdm(total=total, unit="s media", desc=f"synthetic media in {out}", disable=not progress)
     for i in range(n_videos):
         dur = float(durations[i % len(durations)])
         cfg = SynthConfig.model_validate(base | {"seed": video_seed(seed, i), "duration": dur, "mode": mode})
@@ -133,6 +138,8 @@ def generate_benchmark(
                 flush=True,
             )
         tasks.extend(result.tasks)
+        bar.update(dur)
+    bar.close()
     relative = [t.model_copy(update={"media": os.path.relpath(t.media, out)}) for t in tasks]
     target = out / tasks_file
     if not target.exists() or [t.model_dump() for t in load_tasks_jsonl(target, resolve_media=False)] != [

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import colorsys
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from envs.registry import Registry
 from envs.synth.barcode import barcode_height
 from envs.synth.config import (
     HUM_FREQS,
@@ -77,8 +79,7 @@ class Timeline:
 
     @property
     def content_height(self) -> int:
-        cfg = self.config
-        return cfg.height - barcode_height(cfg.height) if cfg.mode == "video" else cfg.height
+        return _content_height(self.config)
 
     def of_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
@@ -93,6 +94,11 @@ class Timeline:
             ],
             "events": [e.to_dict() for e in self.events],
         }
+
+
+def _content_height(cfg: SynthConfig) -> int:
+    """Rows above the frame-index barcode (the whole frame in audio mode)."""
+    return cfg.height - barcode_height(cfg.height) if cfg.mode == "video" else cfg.height
 
 
 def _snap(t: float, fps: int) -> float:
@@ -139,29 +145,69 @@ def _group_kinds(cfg: SynthConfig, rng: np.random.Generator) -> list[str]:
     return [str(k) for k in rng.permutation(chosen)]
 
 
-def build_timeline(cfg: SynthConfig) -> Timeline:
-    """Place background segments and events for ``cfg`` (pure function of the config)."""
-    backend = _package_speech_backend(cfg)
-    rng = _rng(cfg, 2)
-    segments = _make_segments(cfg)
-    fps = cfg.fps
-    width, height = cfg.width, cfg.height
-    content_h = height - barcode_height(height) if cfg.mode == "video" else height
-    slot = cfg.duration / cfg.groups
-    kinds = _group_kinds(cfg, rng)
-    words_pool = list(rng.permutation(SPOKEN_WORDS))
-    spoken_vocab = words_pool[:MAX_DISTINCT_SPOKEN]
-    events: list[Event] = []
-    counter = 0
+@dataclass(frozen=True)
+class _Slot:
+    """One event group's share of the timeline, ``[lo, hi]`` after the margins."""
 
-    def add(kind: str, start: float, end: float, group: int, **attrs: Any) -> Event:
-        nonlocal counter
-        ev = Event(f"e{counter:04d}", kind, round(start, 6), round(end, 6), group, attrs)
-        counter += 1
-        events.append(ev)
+    group: int
+    lo: float
+    hi: float
+
+    @property
+    def room(self) -> float:
+        return self.hi - self.lo
+
+
+class _Placer:
+    """Places events slot by slot, drawing every choice from one random stream.
+
+    Why a class: the draws must happen in exactly the order the generator always used (the timeline
+    is a pure function of the seed), and each kind's placer shares the stream, the frame geometry and
+    the growing event list.
+    """
+
+    def __init__(self, cfg: SynthConfig, backend: str) -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.rng = _rng(cfg, 2)
+        self.fps = cfg.fps
+        self.width = cfg.width
+        self.content_h = _content_height(cfg)
+        self.kinds = _group_kinds(cfg, self.rng)
+        self.spoken_vocab = list(self.rng.permutation(SPOKEN_WORDS))[:MAX_DISTINCT_SPOKEN]
+        self.events: list[Event] = []
+
+    def slot(self, group: int) -> _Slot:
+        size = self.cfg.duration / self.cfg.groups
+        return _Slot(group, group * size + SLOT_MARGIN, (group + 1) * size - SLOT_MARGIN)
+
+    def add(self, kind: str, start: float, end: float, group: int, **attrs: Any) -> Event:
+        ev = Event(f"e{len(self.events):04d}", kind, round(start, 6), round(end, 6), group, attrs)
+        self.events.append(ev)
         return ev
 
-    def shape_attrs() -> dict[str, Any]:
+    def place(self, slot: _Slot, length: float) -> float:
+        """A random start for ``length`` s inside the slot, rounded up to the frame grid."""
+        start = slot.lo + self.rng.uniform(0.0, max(0.0, slot.hi - slot.lo - length))
+        return self.ceil_frame(start)
+
+    def ceil_frame(self, t: float) -> float:
+        return math.ceil(t * self.fps - 1e-9) / self.fps
+
+    def frames(self, low: int, high: int) -> int:
+        """A random duration in frames, ``low..high`` inclusive."""
+        return int(self.rng.integers(low, high + 1))
+
+    def spoken_clip(self) -> tuple[str, np.ndarray] | None:
+        """A word to speak and its clip, or None when no synthesiser can speak it."""
+        if self.backend != "espeak-ng":
+            return None
+        word = str(self.rng.choice(self.spoken_vocab))
+        clip = _espeak_clip(word, self.cfg.sample_rate)
+        return None if clip is None else (word, clip)
+
+    def shape_attrs(self) -> dict[str, Any]:
+        rng, width, content_h = self.rng, self.width, self.content_h
         size = int(rng.integers(max(6, int(0.18 * content_h)), max(7, int(0.42 * content_h)) + 1))
         size = min(size, content_h - 4, width - 4)
         x = int(rng.integers(2, width - size - 1))
@@ -183,63 +229,99 @@ def build_timeline(cfg: SynthConfig) -> Timeline:
             "center": [float(x + xs.mean()), float(y + ys.mean())],
         }
 
-    for g, kind in enumerate(kinds):
-        lo = g * slot + SLOT_MARGIN
-        hi = (g + 1) * slot - SLOT_MARGIN
-        room = hi - lo
 
-        def place(length: float, lo: float = lo, hi: float = hi) -> float:
-            start = lo + rng.uniform(0.0, max(0.0, hi - lo - length))
-            return math.ceil(start * fps - 1e-9) / fps
+_PLACERS: Registry[Callable[[_Placer, _Slot], None]] = Registry("synth event kind")
 
-        word, clip = "", None
-        if kind == "speech" and backend == "espeak-ng":
-            word = str(rng.choice(spoken_vocab))
-            clip = _espeak_clip(word, cfg.sample_rate)
-        if kind == "speech" and clip is None:
-            kind = "tone"  # no speech synthesiser: a beep takes the word's place
-        if kind == "shape":
-            n = int(rng.integers(max(1, round(1.0 * fps)), max(2, round(min(3.0, room) * fps)) + 1))
-            s = place(n / fps)
-            add("shape", s, s + n / fps, g, **shape_attrs())
-        elif kind in ("digit", "word"):
-            n = int(rng.integers(max(2, math.ceil(1.6 * fps)), max(3, round(min(3.0, room) * fps)) + 1))
-            s = place(n / fps)
-            text = str(rng.integers(0, 10)) if kind == "digit" else str(rng.choice(SCREEN_WORDS))
-            scale, box = _text_box(text, width, content_h, kind == "digit")
-            x = int(rng.integers(1, max(2, width - box[0])))
-            y = int(rng.integers(1, max(2, content_h - box[1])))
-            add(kind, s, s + n / fps, g, text=text, scale=scale, x=x, y=y)
-        elif kind == "flash":
-            n = int(rng.integers(2, 4)) if fps >= 4 else 1
-            s = place(n / fps)
-            add("flash", s, s + n / fps, g)
-        elif kind == "static":
-            n = max(1, int(rng.integers(round(1.0 * fps), round(2.0 * fps) + 1)))
-            s = place(n / fps)
-            add("static", s, s + n / fps, g, noise_seed=int(rng.integers(0, 2**31)))
-        elif kind == "tone":
-            length = round(float(rng.uniform(0.3, 0.8)), 2)
-            s = place(length)
-            add("tone", s, s + length, g, freq=float(rng.choice(TONE_FREQS)))
-        elif kind == "speech":
-            assert clip is not None
-            length = len(clip) / cfg.sample_rate
-            s = place(length)
-            add("speech", s, s + length, g, word=word)
-        elif kind == "beep_shape":
-            beep = round(float(rng.uniform(0.3, 0.5)), 2)
-            gap = float(rng.uniform(0.3, 0.7))
-            n = int(rng.integers(max(1, round(1.2 * fps)), max(2, round(1.8 * fps)) + 1))
-            s = place(beep + gap + n / fps + 1.0 / fps)
-            tone = add("tone", s, s + beep, g, freq=float(rng.choice(TONE_FREQS)), before_shape=True)
-            shape_start = math.ceil((tone.end + gap) * fps - 1e-9) / fps
-            add("shape", shape_start, shape_start + n / fps, g, after_beep=tone.id, **shape_attrs())
-        else:  # pragma: no cover - guarded by the config validator
-            raise ValueError(kind)
-    events.sort(key=lambda e: (e.start, e.id))
+
+@_PLACERS.register("shape")
+def _place_shape(p: _Placer, slot: _Slot) -> None:
+    fps = p.fps
+    n = p.frames(max(1, round(1.0 * fps)), max(2, round(min(3.0, slot.room) * fps)))
+    s = p.place(slot, n / fps)
+    p.add("shape", s, s + n / fps, slot.group, **p.shape_attrs())
+
+
+def _place_text(p: _Placer, slot: _Slot, kind: str) -> None:
+    fps, rng = p.fps, p.rng
+    n = p.frames(max(2, math.ceil(1.6 * fps)), max(3, round(min(3.0, slot.room) * fps)))
+    s = p.place(slot, n / fps)
+    text = str(rng.integers(0, 10)) if kind == "digit" else str(rng.choice(SCREEN_WORDS))
+    scale, box = _text_box(text, p.width, p.content_h, kind == "digit")
+    x = int(rng.integers(1, max(2, p.width - box[0])))
+    y = int(rng.integers(1, max(2, p.content_h - box[1])))
+    p.add(kind, s, s + n / fps, slot.group, text=text, scale=scale, x=x, y=y)
+
+
+@_PLACERS.register("digit")
+def _place_digit(p: _Placer, slot: _Slot) -> None:
+    _place_text(p, slot, "digit")
+
+
+@_PLACERS.register("word")
+def _place_word(p: _Placer, slot: _Slot) -> None:
+    _place_text(p, slot, "word")
+
+
+@_PLACERS.register("flash")
+def _place_flash(p: _Placer, slot: _Slot) -> None:
+    n = p.frames(2, 3) if p.fps >= 4 else 1
+    s = p.place(slot, n / p.fps)
+    p.add("flash", s, s + n / p.fps, slot.group)
+
+
+@_PLACERS.register("static")
+def _place_static(p: _Placer, slot: _Slot) -> None:
+    n = max(1, p.frames(round(1.0 * p.fps), round(2.0 * p.fps)))
+    s = p.place(slot, n / p.fps)
+    p.add("static", s, s + n / p.fps, slot.group, noise_seed=int(p.rng.integers(0, 2**31)))
+
+
+@_PLACERS.register("tone")
+def _place_tone(p: _Placer, slot: _Slot) -> None:
+    length = round(float(p.rng.uniform(0.3, 0.8)), 2)
+    s = p.place(slot, length)
+    p.add("tone", s, s + length, slot.group, freq=float(p.rng.choice(TONE_FREQS)))
+
+
+@_PLACERS.register("speech")
+def _place_speech(p: _Placer, slot: _Slot) -> None:
+    spoken = p.spoken_clip()
+    if spoken is None:  # no speech synthesiser: a beep takes the word's place
+        _place_tone(p, slot)
+        return
+    word, clip = spoken
+    length = len(clip) / p.cfg.sample_rate
+    s = p.place(slot, length)
+    p.add("speech", s, s + length, slot.group, word=word)
+
+
+@_PLACERS.register("beep_shape")
+def _place_beep_shape(p: _Placer, slot: _Slot) -> None:
+    fps, rng = p.fps, p.rng
+    beep = round(float(rng.uniform(0.3, 0.5)), 2)
+    gap = float(rng.uniform(0.3, 0.7))
+    n = p.frames(max(1, round(1.2 * fps)), max(2, round(1.8 * fps)))
+    s = p.place(slot, beep + gap + n / fps + 1.0 / fps)
+    tone = p.add("tone", s, s + beep, slot.group, freq=float(rng.choice(TONE_FREQS)), before_shape=True)
+    shape_start = p.ceil_frame(tone.end + gap)
+    p.add("shape", shape_start, shape_start + n / fps, slot.group, after_beep=tone.id, **p.shape_attrs())
+
+
+def _stamp_frames(events: list[Event], fps: int) -> None:
+    """Give each visual event its first and past-the-end frame index (consumers check pixels there)."""
     for ev in events:
         if ev.visual:
             ev.attrs["start_frame"] = int(round(ev.start * fps))
             ev.attrs["end_frame"] = int(round(ev.end * fps))
+
+
+def build_timeline(cfg: SynthConfig) -> Timeline:
+    """Place background segments and events for ``cfg`` (pure function of the config)."""
+    backend = _package_speech_backend(cfg)
+    placer = _Placer(cfg, backend)
+    segments = _make_segments(cfg)
+    for group, kind in enumerate(placer.kinds):
+        _PLACERS[kind](placer, placer.slot(group))  # an unknown kind raises (a ValueError)
+    events = sorted(placer.events, key=lambda e: (e.start, e.id))
+    _stamp_frames(events, cfg.fps)
     return Timeline(cfg, segments, events, backend)

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
-from envs.env import EnvLimits
+from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
-from omniagent.policy import Policy, PolicyError, TurnOutput, register_policy
+from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 
 def turn_text(action: dict[str, Any], observation: str = "none", thought: str = "") -> str:
@@ -45,17 +46,25 @@ def fixed_guess(task_type: str, duration: float) -> Any:
     return "unknown"
 
 
-def _limits(limits: EnvLimits | dict[str, Any] | None) -> EnvLimits:
-    return limits if isinstance(limits, EnvLimits) else EnvLimits(**(limits or {}))
+class ScriptedParams(PolicyParams):
+    """Parameters every scripted policy takes."""
+
+    limits: EnvLimits = Field(
+        default_factory=EnvLimits, description="the environment's limits, so every planned action fits them"
+    )
 
 
 class ScriptedPolicy(Policy):
-    """A plan of actions made at reset and played turn by turn, ending in an answer."""
+    """A plan of actions made at reset and played turn by turn, ending in an answer.
+
+    Subclasses declare ``Params`` (a subclass of :class:`ScriptedParams`) and read ``self.params``.
+    """
 
     name = "scripted"
+    Params = ScriptedParams
 
-    def __init__(self, limits: EnvLimits | dict[str, Any] | None = None) -> None:
-        self.limits = _limits(limits)
+    def __init__(self, **kwargs: Any) -> None:
+        self.limits: EnvLimits = self._init_params(kwargs).limits
         self.info: dict[str, Any] = {}
         self.plan: list[dict[str, Any]] = []
         self.turn = 0
@@ -112,23 +121,24 @@ class ScriptedPolicy(Policy):
         return [{"type": "get_audio", "start": round(s, 3), "end": round(min(end, s + w), 3)} for s in starts]
 
 
+class UniformParams(ScriptedParams):
+    num_frames: int = Field(8, ge=1, description="frames of the one scan (capped at limits.max_frames)")
+    max_audio_windows: int = Field(1, ge=1, description="get_audio windows for an audio-only file")
+
+
 @register_policy("uniform")
 class UniformPolicy(ScriptedPolicy):
     """Scan ``num_frames`` uniform frames of the whole video (or up to ``max_audio_windows`` audio
     windows of an audio-only file), then answer a fixed guess."""
 
     name = "uniform"
+    Params = UniformParams
 
-    def __init__(
-        self,
-        num_frames: int = 8,
-        max_audio_windows: int = 1,
-        limits: EnvLimits | dict[str, Any] | None = None,
-        **_: Any,
-    ) -> None:
-        super().__init__(limits)
-        self.num_frames = max(1, min(int(num_frames), self.limits.max_frames))
-        self.max_audio_windows = max(1, int(max_audio_windows))
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        p: UniformParams = self.params  # type: ignore[assignment]
+        self.num_frames = min(p.num_frames, self.limits.max_frames)
+        self.max_audio_windows = p.max_audio_windows
 
     def make_plan(self) -> list[dict[str, Any]]:
         media = self.info["media"]
@@ -142,6 +152,16 @@ class UniformPolicy(ScriptedPolicy):
         return fixed_guess(self.task["task_type"], self.duration)
 
 
+class OracleParams(ScriptedParams):
+    evidence: list[list[float]] | None = Field(
+        None, description="[start, end] spans to look at first (default: a tr task's answer intervals)"
+    )
+    look: bool = Field(True, description="fetch the evidence spans before answering")
+    frames_per_span: int = Field(
+        4, ge=1, description="frames per evidence span (capped at limits.max_frames)"
+    )
+
+
 @register_policy("oracle")
 class OraclePolicy(ScriptedPolicy):
     """Answer the ground truth from the reset info; with ``look`` first fetch each evidence span
@@ -149,19 +169,14 @@ class OraclePolicy(ScriptedPolicy):
     for an audio-only file. For tests of the machinery, never for results."""
 
     name = "oracle"
+    Params = OracleParams
 
-    def __init__(
-        self,
-        evidence: list[list[float]] | None = None,
-        look: bool = True,
-        frames_per_span: int = 4,
-        limits: EnvLimits | dict[str, Any] | None = None,
-        **_: Any,
-    ) -> None:
-        super().__init__(limits)
-        self.evidence = evidence
-        self.look = look
-        self.frames_per_span = max(1, min(int(frames_per_span), self.limits.max_frames))
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        p: OracleParams = self.params  # type: ignore[assignment]
+        self.evidence = p.evidence
+        self.look = p.look
+        self.frames_per_span = min(p.frames_per_span, self.limits.max_frames)
 
     def make_plan(self) -> list[dict[str, Any]]:
         if not self.look:
@@ -193,6 +208,12 @@ class OraclePolicy(ScriptedPolicy):
         return "oracle: answering the ground truth." if action["type"] == "answer" else "oracle: evidence."
 
 
+class RandomParams(ScriptedParams):
+    seed: int | None = Field(0, description="draw of the episodes (None: 0)")
+    max_looks: int | None = Field(None, ge=0, description="most perception actions (default: the budget - 1)")
+    max_num: int = Field(8, ge=1, description="most frames per get_frames (capped at limits.max_frames)")
+
+
 @register_policy("random")
 class RandomPolicy(ScriptedPolicy):
     """A seeded random number of random valid perception actions, then a random valid answer.
@@ -203,19 +224,14 @@ class RandomPolicy(ScriptedPolicy):
     """
 
     name = "random"
+    Params = RandomParams
 
-    def __init__(
-        self,
-        seed: int | None = 0,
-        max_looks: int | None = None,
-        max_num: int = 8,
-        limits: EnvLimits | dict[str, Any] | None = None,
-        **_: Any,
-    ) -> None:
-        super().__init__(limits)
-        self.seed = 0 if seed is None else int(seed)
-        self.max_looks = max_looks
-        self.max_num = max(1, min(int(max_num), self.limits.max_frames))
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        p: RandomParams = self.params  # type: ignore[assignment]
+        self.seed = 0 if p.seed is None else p.seed
+        self.max_looks = p.max_looks
+        self.max_num = min(p.max_num, self.limits.max_frames)
 
     def reset(self, info: dict[str, Any]) -> None:
         task_key = zlib.crc32(f"{Path(info['media']['path']).name}\n{info['task']['question']}".encode())
@@ -271,28 +287,26 @@ class RandomPolicy(ScriptedPolicy):
         return "unknown"
 
 
+class ReplayParams(PolicyParams):
+    texts: list[str] | str | None = Field(None, description="the outputs to play, one per turn")
+    path: str | None = Field(
+        None,
+        description="instead of texts: a .json file holding a list of strings, or a text file, one per line",
+    )
+    delay: float = Field(0.0, ge=0, description="seconds to sleep per turn (stands in for model time)")
+    repeat_last: bool = Field(True, description="repeat the last text when they run out; else PolicyError")
+
+
 @register_policy("replay")
 class ReplayPolicy(Policy):
-    """Play back raw texts, one per turn (malformed output included).
-
-    Args:
-        texts: the outputs to play; or ``path``: a ``.json`` file holding a list of strings, or any
-            other text file whose non-empty lines are the outputs.
-        delay: seconds to sleep per turn (stands in for model time; Ctrl-C tests).
-        repeat_last: when the texts run out, keep repeating the last one; otherwise raise
-            :class:`PolicyError`.
-    """
+    """Play back raw texts, one per turn (malformed output included); parameters in :class:`ReplayParams`."""
 
     name = "replay"
+    Params = ReplayParams
 
-    def __init__(
-        self,
-        texts: list[str] | str | None = None,
-        path: str | None = None,
-        delay: float = 0.0,
-        repeat_last: bool = True,
-        **_: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        p: ReplayParams = self._init_params(kwargs)
+        texts, path, delay, repeat_last = p.texts, p.path, p.delay, p.repeat_last
         if path is not None:
             raw = Path(path).read_text(encoding="utf-8")
             texts = (

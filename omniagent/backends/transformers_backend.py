@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from envs.messages import Message
 from omniagent.backends.convert import build_model_inputs
-from omniagent.policy import Policy, TurnOutput, register_policy
+from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +45,24 @@ def token_stats_from_logits(logits: Any, token_ids: Any) -> tuple[Any, Any]:
     p = logp.exp()
     entropy = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
     return chosen, entropy
+
+
+def _import_transformers() -> None:
+    """Import every transformers class this backend uses, now, in the constructing thread.
+
+    transformers resolves ``from transformers import X`` lazily; two eval worker threads doing it
+    for the first time at once raced into ``ImportError: cannot import name
+    'Qwen2_5OmniProcessor'``. Once imported, later imports are plain module-dict look-ups.
+    """
+    from transformers import (  # noqa: F401
+        AutoConfig,
+        GenerationConfig,
+        Qwen2_5OmniForConditionalGeneration,
+        Qwen2_5OmniProcessor,
+        Qwen2_5OmniThinkerConfig,
+        Qwen2_5OmniThinkerForConditionalGeneration,
+        Qwen2Tokenizer,
+    )
 
 
 def _resolve_device(device: str) -> str:
@@ -76,6 +97,9 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise OSError(f"{model!r} is a folder without a config.json, not a checkpoint. {hint}")
+        from omniagent.checkpoint import check_checkpoint
+
+        check_checkpoint(path)  # names every missing processor/tokenizer/template file
     elif model.startswith((".", "/", "~")) or model.count("/") > 1:  # a path, not a Hub id
         raise OSError(f"no checkpoint folder at {model!r}. {hint}")
     try:
@@ -113,66 +137,70 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
     return net, processor
 
 
+class TransformersParams(PolicyParams):
+    """Parameters of :class:`TransformersPolicy`."""
+
+    model: str = Field(
+        TINY,
+        description='"tiny" (random test model), a local checkpoint folder, or a Hub id in the local cache',
+    )
+    device: str = Field("auto", description='"auto" (CUDA when available), "cpu", "cuda" or "cuda:N"')
+    dtype: str = Field(
+        "auto", description='"auto" (bfloat16 on CUDA, float32 on CPU), float32, bfloat16, float16'
+    )
+    max_new_tokens: int = Field(256, ge=1, description="cap on generated tokens per turn")
+    temperature: float = Field(0.0, ge=0, description="0 decodes greedily; > 0 samples")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus mass when sampling")
+    seed: int = Field(
+        0, description="seeds torch's generator once at construction (and the tiny model's weights)"
+    )
+    image_pixels: tuple[int, int] | None = Field(
+        None, description="(min_pixels, max_pixels) per image; default: the checkpoint's processor settings"
+    )
+    video_pixels: tuple[int, int] | None = Field(
+        None,
+        description="(min_pixels, max_pixels) per video frame; default: the checkpoint's processor settings",
+    )
+    use_audio_in_video: bool = Field(
+        True, description="interleave a clip's own audio with its frames (TMRoPE)"
+    )
+    tiny_dir: str | None = Field(
+        None, description="cache folder for the tiny model (default: a temp cache per seed)"
+    )
+
+
 @register_policy("transformers")
 class TransformersPolicy(Policy):
-    """A Qwen2.5-Omni thinker run with ``transformers.generate``.
+    """A Qwen2.5-Omni thinker run with ``transformers.generate``; parameters in :class:`TransformersParams`.
 
-    Args:
-        model: ``"tiny"`` (random test model, see :mod:`omniagent.tiny_model`), a local checkpoint
-            folder, or a Hub id already in the local cache.
-        device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU), ``"float32"``, ``"bfloat16"``, ``"float16"``.
-        max_new_tokens: cap on generated tokens per turn.
-        temperature: ``0`` decodes greedily (default); ``> 0`` samples.
-        top_p: nucleus mass when sampling.
-        seed: seeds torch's generator once at construction (and the tiny model's weights).
-        image_pixels / video_pixels: ``(min_pixels, max_pixels)`` per image / video frame; default:
-            the checkpoint's processor settings.
-        use_audio_in_video: interleave a clip's own audio with its frames (Qwen's TMRoPE layout).
-        tiny_dir: cache folder for the tiny model (default: a temp cache per seed).
+    Thread safety: every transformers class is imported at construction (transformers' lazy imports
+    race when two threads first touch them), and :meth:`act` holds a per-policy lock, so one policy
+    may be shared by several eval workers (they take turns on the model).
     """
 
     name = "transformers"
+    Params = TransformersParams
 
-    def __init__(
-        self,
-        model: str = TINY,
-        device: str = "auto",
-        dtype: str = "auto",
-        max_new_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        image_pixels: tuple[int, int] | None = None,
-        video_pixels: tuple[int, int] | None = None,
-        use_audio_in_video: bool = True,
-        tiny_dir: str | None = None,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        p: TransformersParams = self._init_params(kwargs)
         import torch
 
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        self.model_id = model
-        self.device = _resolve_device(device)
-        self.dtype = _resolve_dtype(dtype, self.device)
-        self.max_new_tokens = int(max_new_tokens)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.seed = int(seed)
-        self.image_pixels = tuple(image_pixels) if image_pixels is not None else None
-        self.video_pixels = tuple(video_pixels) if video_pixels is not None else None
-        self.use_audio_in_video = use_audio_in_video
+        _import_transformers()
+        self._lock = threading.Lock()
+        self.model_id = p.model
+        self.device = _resolve_device(p.device)
+        self.dtype = _resolve_dtype(p.dtype, self.device)
+        self.max_new_tokens, self.temperature, self.top_p = p.max_new_tokens, p.temperature, p.top_p
+        self.seed = p.seed
+        self.image_pixels, self.video_pixels = p.image_pixels, p.video_pixels
+        self.use_audio_in_video = p.use_audio_in_video
 
-        if model == TINY:
+        if p.model == TINY:
             from omniagent.tiny_model import build_tiny_thinker
 
-            net, self.processor = build_tiny_thinker(seed=self.seed, out_dir=tiny_dir)
+            net, self.processor = build_tiny_thinker(seed=self.seed, out_dir=p.tiny_dir)
         else:
-            net, self.processor = _load_pretrained(model, self.dtype)
+            net, self.processor = _load_pretrained(p.model, self.dtype)
         self.model = net.to(device=self.device, dtype=self.dtype).eval()
         self.generation_config = self._generation_config()
         torch.manual_seed(self.seed)
@@ -204,6 +232,10 @@ class TransformersPolicy(Policy):
         return config
 
     def act(self, messages: list[Message]) -> TurnOutput:
+        with self._lock:
+            return self._act(messages)
+
+    def _act(self, messages: list[Message]) -> TurnOutput:
         import torch
 
         start = time.perf_counter()
@@ -235,7 +267,7 @@ class TransformersPolicy(Policy):
             token_logprobs=logprobs.tolist(),
             token_entropies=entropy_list,
             entropy=float(sum(entropy_list) / len(entropy_list)) if entropy_list else None,
-            entropy_is_estimate=False,
+            entropy_estimator="exact" if entropy_list else None,
             prompt_tokens=prompt_len,
             completion_tokens=int(new_ids.shape[0]),
             model_seconds=time.perf_counter() - start,

@@ -10,22 +10,24 @@ conversion, :func:`build_vllm_request`, is pure and needs only a processor (for 
 * ``mm_processor_kwargs``: ``fps`` of the videos and ``use_audio_in_video=True`` when a clip's own
   audio is interleaved (its audio is then listed in ``"audio"`` at the clip's position).
 
-vLLM returns only the top-k log-probs per step (``max_logprobs``, default 20), so the entropy is a
-truncated estimate (:func:`entropy_from_topk`) and the turn is marked ``entropy_is_estimate=True``.
+vLLM returns only the top-k log-probs per step (``max_logprobs``, default 20), so the entropy is the
+shared top-k estimate of :mod:`omniagent.backends.entropy` (a lower bound), recorded as
+``entropy_estimator="topk_lump"``.
 Known vLLM issues with audio-in-video: Qwen2.5-Omni#372 (crash on a second request; use
 ``disable_mm_preprocessor_cache=True``), vllm#22268 (audio ignored under ``vllm serve``).
 """
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Iterable
 from typing import Any
+
+from pydantic import Field
 
 from envs.messages import SAMPLE_RATE, Message
 from omniagent.backends.convert import plan_messages, render_prompt
-from omniagent.policy import Policy, TurnOutput, register_policy
+from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
+from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
 
 INSTALL_HINT = "vLLM is not installed; install the extra with `pip install omniagent[vllm]`"
 
@@ -75,83 +77,63 @@ def build_vllm_request(
     return request
 
 
-def entropy_from_topk(logprobs: Iterable[float], vocab_size: int | None = None) -> float:
-    """Estimate a step's entropy (nats) from its top-k log-probs.
+class VLLMParams(PolicyParams):
+    """Parameters of :class:`VLLMPolicy`."""
 
-    The top-k terms ``-p log p`` are exact; the unseen tail mass ``r = 1 - sum(p)`` is spread
-    uniformly over the ``vocab_size - k`` other tokens when ``vocab_size`` is given (an upper bound on
-    the tail's share), else counted as a single lump ``-r log r`` (a lower bound).
-    """
-    probs = [math.exp(lp) for lp in logprobs if lp > -math.inf]
-    head = -sum(p * math.log(p) for p in probs if p > 0)
-    rest = max(0.0, 1.0 - sum(probs))
-    if rest <= 1e-12:
-        return head
-    if vocab_size is not None and vocab_size > len(probs):
-        return head - rest * math.log(rest / (vocab_size - len(probs)))
-    return head - rest * math.log(rest)
+    model: str = Field(
+        description="Hub id or local folder of a Qwen2.5-Omni checkpoint (vLLM runs its thinker)"
+    )
+    temperature: float = Field(0.0, ge=0, description="0 decodes greedily")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus mass when sampling")
+    max_new_tokens: int = Field(256, ge=1, description="cap on generated tokens per turn")
+    seed: int = Field(0, description="engine seed; also the sampling seed when temperature > 0")
+    logprobs: int = Field(20, ge=0, description="top-k log-probs per step (vLLM caps it at max_logprobs)")
+    use_audio_in_video: bool = Field(True, description="interleave a clip's own audio with its frames")
+    mm_processor_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="extra processor options for every request (e.g. max_pixels)"
+    )
+    limit_mm_per_prompt: dict[str, int] = Field(
+        default_factory=lambda: {"image": 64, "video": 4, "audio": 8}, description="passed to vllm.LLM"
+    )
+    max_model_len: int | None = Field(None, description="passed to vllm.LLM")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="passed to vllm.LLM")
+    dtype: str = Field("auto", description="passed to vllm.LLM")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="anything else for vllm.LLM")
 
 
 @register_policy("vllm")
 class VLLMPolicy(Policy):
-    """A Qwen2.5-Omni thinker on vLLM's offline engine.
-
-    Args:
-        model: a Hub id or local folder of a Qwen2.5-Omni checkpoint (vLLM runs its thinker).
-        temperature / top_p / max_new_tokens / seed: sampling; ``temperature=0`` is greedy.
-        logprobs: top-k log-probs requested per step (capped by vLLM's ``max_logprobs``, default 20).
-        use_audio_in_video: interleave a clip's own audio with its frames.
-        mm_processor_kwargs: extra processor options for every request (e.g. ``max_pixels``).
-        limit_mm_per_prompt / max_model_len / gpu_memory_utilization / dtype: passed to ``vllm.LLM``.
-        engine_kwargs: anything else for ``vllm.LLM``.
-    """
+    """A Qwen2.5-Omni thinker on vLLM's offline engine; parameters in :class:`VLLMParams`."""
 
     name = "vllm"
+    Params = VLLMParams
 
-    def __init__(
-        self,
-        model: str,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        max_new_tokens: int = 256,
-        seed: int = 0,
-        logprobs: int = 20,
-        use_audio_in_video: bool = True,
-        mm_processor_kwargs: dict[str, Any] | None = None,
-        limit_mm_per_prompt: dict[str, int] | None = None,
-        max_model_len: int | None = None,
-        gpu_memory_utilization: float = 0.9,
-        dtype: str = "auto",
-        engine_kwargs: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        p: VLLMParams = self._init_params(kwargs)
         try:
             import vllm
         except ImportError as err:
             raise ImportError(INSTALL_HINT) from err
         from transformers import AutoProcessor
 
-        self.model_id = model
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.max_new_tokens = int(max_new_tokens)
-        self.seed = int(seed)
-        self.logprobs = int(logprobs)
-        self.use_audio_in_video = use_audio_in_video
-        self.mm_processor_kwargs = dict(mm_processor_kwargs or {})
-        self.processor = AutoProcessor.from_pretrained(model)
+        self.model_id = p.model
+        self.temperature, self.top_p, self.seed = p.temperature, p.top_p, p.seed
+        self.max_new_tokens, self.logprobs = p.max_new_tokens, p.logprobs
+        self.use_audio_in_video = p.use_audio_in_video
+        self.mm_processor_kwargs = dict(p.mm_processor_kwargs)
+        self.processor = AutoProcessor.from_pretrained(p.model)
         engine: dict[str, Any] = {
-            "model": model,
-            "seed": self.seed,
-            "dtype": dtype,
-            "gpu_memory_utilization": gpu_memory_utilization,
-            "limit_mm_per_prompt": limit_mm_per_prompt or {"image": 64, "video": 4, "audio": 8},
+            "model": p.model,
+            "seed": p.seed,
+            "dtype": p.dtype,
+            "gpu_memory_utilization": p.gpu_memory_utilization,
+            "limit_mm_per_prompt": dict(p.limit_mm_per_prompt),
         }
-        if max_model_len is not None:
-            engine["max_model_len"] = max_model_len
-        engine.update(engine_kwargs or {})
+        if p.max_model_len is not None:
+            engine["max_model_len"] = p.max_model_len
+        engine.update(p.engine_kwargs)
         self._vllm = vllm
         self.llm = vllm.LLM(**engine)
-        self.vocab_size = len(self.processor.tokenizer)
 
     def act(self, messages: list[Message]) -> TurnOutput:
         start = time.perf_counter()
@@ -170,19 +152,13 @@ class VLLMPolicy(Policy):
         )
         result = self.llm.generate([request], sampling_params=params, use_tqdm=False)[0]
         completion = result.outputs[0]
-        token_logprobs: list[float] = []
-        entropies: list[float] = []
-        for token_id, step in zip(completion.token_ids, completion.logprobs or [], strict=False):
-            chosen = step.get(token_id)
-            token_logprobs.append(float(chosen.logprob) if chosen is not None else float("nan"))
-            # top-k plus the sampled token when it fell outside them: every exactly known term counts
-            entropies.append(entropy_from_topk([lp.logprob for lp in step.values()], self.vocab_size))
+        token_logprobs, entropies = step_stats(completion.token_ids, completion.logprobs or [])
         return TurnOutput(
             text=completion.text,
             token_logprobs=token_logprobs or None,
             token_entropies=entropies or None,
             entropy=sum(entropies) / len(entropies) if entropies else None,
-            entropy_is_estimate=True,
+            entropy_estimator=TOPK_ESTIMATOR if entropies else None,
             prompt_tokens=len(result.prompt_token_ids or []),
             completion_tokens=len(completion.token_ids),
             model_seconds=time.perf_counter() - start,
@@ -190,3 +166,18 @@ class VLLMPolicy(Policy):
 
     def close(self) -> None:
         self.llm = None
+
+
+def step_stats(token_ids: Any, steps: Any) -> tuple[list[float], list[float]]:
+    """Chosen-token log-probs and per-step entropy estimates from vLLM's per-step log-prob dicts.
+
+    Each step maps token id -> Logprob for the top-k plus the sampled token when it fell outside
+    them: every exactly known term counts.
+    """
+    token_logprobs: list[float] = []
+    entropies: list[float] = []
+    for token_id, step in zip(token_ids, steps, strict=False):
+        chosen = step.get(token_id)
+        token_logprobs.append(float(chosen.logprob) if chosen is not None else float("nan"))
+        entropies.append(topk_entropy([lp.logprob for lp in step.values()]))
+    return token_logprobs, entropies

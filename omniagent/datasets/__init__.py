@@ -9,7 +9,10 @@ Every loader is registered by name (``@register_dataset("videomme")``) and calle
 
 A malformed annotation (a required field absent, an answer that is not one of the options, a row
 that fails :class:`~envs.tasks.Task` validation) raises :class:`DatasetError` naming the file and
-the row (``file:row: reason``), all bad rows at once. Duplicate task ids raise it too.
+the row (``file:row: reason``), all bad rows at once. A task id repeated with other content raises
+it too; a record repeated exactly is dropped, and like options with identical text, reported in
+``LoadedDataset.warnings`` (:mod:`~omniagent.datasets.layouts` also reads Video-MME's nested layout
+and lmms-eval's flat exports).
 
 Annotation files are read by suffix: ``.jsonl``, ``.json`` (a list of rows, a dict keyed by video,
 or ``{"data": [...]}``), ``.parquet`` (pyarrow) and ``.csv``. Nothing is downloaded.

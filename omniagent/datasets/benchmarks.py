@@ -21,11 +21,14 @@ from omniagent.datasets.fields import (
     _task,
     parse_timestamp,
 )
+from omniagent.datasets.layouts import dailyomni_domain, lvbench_flat, nested_videomme_rows
 from omniagent.datasets.registry import Produced, register_dataset
 
 
 @register_dataset("videomme")
-def videomme(row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any) -> Task:
+def videomme(
+    row: Row, media_root: Any, media_template: str | list[str] | None = None, **_: Any
+) -> Task | list[Task]:
     """Video-MME (the ``videomme/test-*.parquet`` release, or the same records as JSON/JSONL).
 
     Fields per question: ``video_id`` ("001"), ``duration`` ("short" | "medium" | "long"), ``domain``,
@@ -34,7 +37,11 @@ def videomme(row: Row, media_root: Any, media_template: str | list[str] | None =
     "C. ...", "D. ..."]), ``answer`` ("A".."D"). Media: ``{videoID}.mp4`` under the media root (also
     tried: ``data/``, ``videos/`` sub-folders, ``.mkv``). ``Task.extra`` keeps ``category``
     (= task_type), ``duration_label``, ``domain`` and ``sub_category``; subtitles are not used.
+    The nested layout (``videomme_json_file.json``: per video ``video_id``, ``duration``, ``domain``,
+    ``sub_category``, ``url`` = the YouTube id, ``questions: [...]``) is read too.
     """
+    if isinstance(row.data.get("questions"), list):
+        return [videomme(sub, media_root, media_template) for sub in nested_videomme_rows(row)]
     vid = str(_get(row, "videoID", "video_name", "youtube_id"))
     choices = _choices(row, _get(row, "options"))
     defaults = [f"{vid}.mp4", f"data/{vid}.mp4", f"videos/{vid}.mp4", f"{vid}.mkv"]
@@ -98,8 +105,13 @@ def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = 
     ({``duration_minutes``, ``fps``, ...}), ``qa``: a list of {``uid``, ``question`` (the stem followed
     by option lines ``"(A) ..."``), ``answer`` ("A".."D"), ``question_type`` (a list of categories),
     ``time_reference`` ("MM:SS-MM:SS", the evidence span)}. Media: ``{key}.mp4``. Each question
-    becomes one mcq task with ``evidence`` from ``time_reference`` when it parses.
+    becomes one mcq task with ``evidence`` from ``time_reference`` when it parses. lmms-eval's flat
+    export (``video_path``, ``question``, ``options``, ``answer``) is read by :func:`lvbench_flat`.
     """
+    if "qa" not in row.data and "video_path" in row.data:
+        vp = str(row.data["video_path"])
+        cands = [_format(t, row) for t in _candidates(media_template, [])] or [vp, f"videos/{Path(vp).name}"]
+        return [lvbench_flat(row, _resolve(media_root, cands))]
     key = str(_get(row, "key", "video_id"))
     defaults = [f"{key}.mp4", f"videos/{key}.mp4", f"{key}.mkv"]
     cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
@@ -142,7 +154,8 @@ def dailyomni(row: Row, media_root: Any, media_template: str | list[str] | None 
 
     Fields: ``video_id``, ``Question``, ``Choice`` (["A. ...", ...]), ``Answer`` ("A".."D"), ``Type``
     (question category, e.g. "AV Event Alignment"), ``video_duration`` ("30s" | "60s"),
-    ``content_parent_category``, ``content_fine_category``. Media (first that exists):
+    ``content_parent_category`` (the literal "No content_parent_category provided" is no domain),
+    ``content_fine_category``, ``video_category`` (YouTube's category). Media (first that exists):
     ``{video_id}/{video_id}_video.mp4``, ``Videos/{video_id}/{video_id}_video.mp4``, ``{video_id}.mp4``.
     The id is ``dailyomni-{video_id}-{hash of the question}`` (the release has no question id).
     """
@@ -163,7 +176,9 @@ def dailyomni(row: Row, media_root: Any, media_template: str | list[str] | None 
         extra={
             "category": _get(row, "Type", "type", required=False),
             "duration_label": _get(row, "video_duration", required=False),
-            "domain": _get(row, "content_parent_category", required=False),
+            "domain": dailyomni_domain(row.data.get("content_parent_category")),
+            "fine_category": _get(row, "content_fine_category", required=False),
+            "video_category": _get(row, "video_category", required=False),
         },
     )
 
@@ -178,11 +193,12 @@ def worldsense(
     ``taskN`` = {``question``, ``candidates`` (["A. ...", ...]), ``answer`` ("A".."D"),
     ``task_domain``, ``task_type``}. Flat records (the lmms-eval parquet: ``video``/``video_id``,
     ``question``, ``candidates``, ``answer``, ``task_type``, ``task_domain``, ``index``) work too.
-    Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``).
+    Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``); lmms-eval's ``video_path`` first when given.
     """
-    vid = str(_get(row, "video_id", "video", "_key"))
+    vid = str(_get(row, "video_id", "video", "video_path", "_key"))
     vid = Path(vid).stem if vid.endswith(".mp4") else vid
-    defaults = [f"{vid}.mp4", f"videos/{vid}.mp4"]
+    vp = row.data.get("video_path")
+    defaults = ([str(vp)] if vp else []) + [f"{vid}.mp4", f"videos/{vid}.mp4"]
     data = {**row.data, "video_id": vid}
     cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
     media = _resolve(media_root, cands)
@@ -298,7 +314,8 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
     ``question_type``, ``question``, ``options`` (["A. ...", ...] or null), ``ground_truth`` (a number as
     text for numeric types, else a letter). Numeric types become ``num`` (object_counting,
     object_abs_distance) or ``size`` (object_size_estimation, room_size_estimation) tasks scored by
-    MRA; the rest are mcq. Media: ``{dataset}/{scene_name}.mp4`` (also ``{scene_name}.mp4``).
+    MRA; the rest are mcq. Media: ``{dataset}/{scene_name}.mp4`` (also ``{scene_name}.mp4``). lmms-eval's
+    export has no ``id``: the id is then ``{dataset}-{scene_name}-{hash of type and question}``.
     """
     scene = str(_get(row, "scene_name"))
     qtype = str(_get(row, "question_type"))
@@ -318,7 +335,7 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
         answer = _letter(row, truth, choices)
     return _task(
         row,
-        id=f"vsibench-{_get(row, 'id')}",
+        id=f"vsibench-{_vsi_id(row, qtype, scene)}",
         media=_resolve(media_root, cands),
         question=str(_get(row, "question")),
         task_type=kind,
@@ -327,6 +344,12 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
         source="vsibench",
         extra={"category": qtype, "dataset": row.data.get("dataset")},
     )
+
+
+def _vsi_id(row: Row, qtype: str, scene: str) -> str:
+    if row.data.get("id") not in (None, ""):
+        return str(row.data["id"])
+    return f"{row.data.get('dataset', '')}-{scene}-{_qhash(qtype + ' ' + str(_get(row, 'question')))}"
 
 
 @register_dataset("synthetic", per_row=False)
@@ -340,12 +363,14 @@ def synthetic(
     mode: str = "video",
     config: dict[str, Any] | None = None,
     split: str = "test",
+    progress: bool = False,
     **_: Any,
 ) -> Produced:
     """The synthetic long-media benchmark of :mod:`envs.synth`, generated (or reused) in ``out_dir``.
 
     Deterministic in (``seed``, ``n_videos``, ``durations``, ``mode``, ``config``); files whose
-    sidecar hash matches are reused. Annotation files, if given, are ignored.
+    sidecar hash matches are reused. Annotation files, if given, are ignored. ``progress``: a bar while
+    media are built (scripts/eval.py passes its ``progress`` setting).
     """
     from envs.synth import generate_benchmark
 
@@ -360,6 +385,7 @@ def synthetic(
         mode=mode,  # type: ignore[arg-type]
         config=dict(config or {}),
         split=split,
+        progress=bool(progress),
     )
     where = str(Path(os.path.expanduser(str(target))) / "tasks.jsonl")
     return [(f"{where}:{i + 1}", t) for i, t in enumerate(tasks)]

@@ -31,11 +31,16 @@ class LoadedDataset:
     tasks: list[Task]
     missing: list[MissingMedia] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # exact duplicates dropped, same-text options
 
     def summary(self) -> str:
         text = f"{self.name}: {len(self.tasks)} task(s) from {', '.join(self.files) or '-'}"
         if self.missing:
             text += f"; {len(self.missing)} skipped for missing media (first: {self.missing[0]})"
+        for line in self.warnings[:10]:
+            text += f"\n  warning: {line}"
+        if len(self.warnings) > 10:
+            text += f"\n  ... and {len(self.warnings) - 10} more warning(s)"
         return text
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from envs.jsonl import JsonlError, JsonlReader
 from omniagent.datasets.core import DatasetError, Row
 
 
@@ -23,25 +24,20 @@ def read_rows(path: str | os.PathLike[str], records_key: str | None = None) -> I
     if not path.exists():
         raise DatasetError(f"{path}: annotation file not found")
     suffix = path.suffix.lower()
-    if suffix == ".jsonl":
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                text = line.strip()
-                if not text or text.startswith("#"):
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    rec = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise DatasetError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(rec, dict):
-                    raise DatasetError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-                yield Row(rec, where)
-    elif suffix == ".json":
+    if suffix == ".jsonl":  # hand-written input: '#' comments allowed, every bad line reported at once
         try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
+            for lineno, rec in JsonlReader(path, comments=True, collect=True):
+                yield Row(rec, f"{path}:{lineno}")
+        except JsonlError as exc:
+            raise DatasetError(str(exc)) from None
+    elif suffix == ".json":
+        text = path.read_text(encoding="utf-8")
+        try:
+            obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+            from omniagent.datasets.layouts import json_error_message
+
+            raise DatasetError(json_error_message(path, text, exc)) from None
         if isinstance(obj, dict):
             keys = [records_key] if records_key else ["data", "annotations", "questions"]
             for key in keys:

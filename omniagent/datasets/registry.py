@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -9,8 +10,10 @@ from typing import Any
 
 from envs.tasks import Task
 from omniagent.datasets.core import DatasetError, LoadedDataset, MissingMedia, RowError, check_media
+from omniagent.datasets.layouts import duplicate_option_warning
 from omniagent.datasets.readers import _files, read_rows
 
+log = logging.getLogger(__name__)
 Produced = list[tuple[str, "Task | RowError"]]
 DATASETS: dict[str, Callable[..., Produced]] = {}
 
@@ -59,6 +62,24 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
     return deco
 
 
+def outside_media_root(where: str, task: Task, media_root: str | os.PathLike[str]) -> list[str]:
+    """A problem line when ``task.media`` does not resolve inside ``media_root`` (``..`` and absolute
+    paths are normalised first; symbolic links are not followed, so a linked media library works)."""
+    root = os.path.normpath(os.path.abspath(os.path.expanduser(str(media_root))))
+    media = os.path.normpath(os.path.abspath(os.path.expanduser(task.media)))
+    try:
+        inside = os.path.commonpath([root, media]) == root
+    except ValueError:  # different drives
+        inside = False
+    if inside:
+        return []
+    return [
+        f"{where}: media {task.media!r} of task {task.id!r} is outside media_root {root} "
+        "(allow it with allow_outside_media_root=True; in scripts/eval.py: "
+        "+benchmark.dataset_kwargs.allow_outside_media_root=true)"
+    ]
+
+
 def load_dataset(
     name: str,
     annotations: str | os.PathLike[str] | list[Any] | None = None,
@@ -67,11 +88,16 @@ def load_dataset(
     limit: int | None = None,
     check: bool = True,
     task_types: list[str] | None = None,
+    allow_outside_media_root: bool = False,
     **kwargs: Any,
 ) -> LoadedDataset:
     """Load a registered dataset. ``annotations``: a file, a folder of files, or a list of them.
 
-    ``media_root`` defaults to the folder of the (first) annotation file. ``task_types`` keeps only
+    ``media_root`` defaults to the folder of the (first) annotation file. Every media path must
+    resolve inside it: an annotation naming ``../x.mp4`` or an absolute path elsewhere is refused
+    (:class:`DatasetError`) unless ``allow_outside_media_root``, so a downloaded annotation file
+    cannot point the run at arbitrary files. A record repeated exactly (same task) is dropped with
+    a warning (``LoadedDataset.warnings``); the same id with other content is an error. ``task_types`` keeps only
     those types; ``limit`` keeps the first N tasks in file order (before dropping missing media, so
     two users with different missing files still attempt the same ids). ``kwargs`` go to
     the adapter (see each adapter's docstring).
@@ -85,23 +111,35 @@ def load_dataset(
         if media_root is None:
             media_root = str(files[0].resolve().parent)
     problems: list[str] = []
+    warnings: list[str] = []
     tasks: list[Task] = []
-    first: dict[str, str] = {}
+    first: dict[str, tuple[str, Task]] = {}
     for where, item in adapter(files=files, media_root=media_root, **kwargs):
         if isinstance(item, RowError):
             problems.append(str(item))
             continue
         if item.id in first:
-            problems.append(f"{where}: duplicate task id {item.id!r} (first at {first[item.id]})")
+            seen_at, seen = first[item.id]
+            if item == seen:  # the same record published twice (Daily-Omni has one): keep the first
+                warnings.append(f"{where}: exact duplicate of {seen_at} (task {item.id!r}); dropped")
+            else:
+                problems.append(f"{where}: duplicate task id {item.id!r}, other content (first at {seen_at})")
             continue
-        first[item.id] = where
+        first[item.id] = (where, item)
         tasks.append(item)
+        same_text = duplicate_option_warning(where, item)
+        if same_text:
+            warnings.append(same_text)
+        if media_root is not None and not allow_outside_media_root:
+            problems.extend(outside_media_root(where, item, media_root))
     if problems:
         shown = problems[:20]
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
         raise DatasetError(
             f"{len(problems)} bad annotation(s) in dataset {name!r}:\n" + "\n".join(shown) + more
         )
+    for line in warnings:
+        log.warning("%s", line)
     if task_types:
         tasks = [t for t in tasks if t.task_type in task_types]
     if limit is not None:  # before the media check, so every user attempts the same ids
@@ -109,4 +147,6 @@ def load_dataset(
     missing: list[MissingMedia] = []
     if check:
         tasks, missing = check_media(tasks)
-    return LoadedDataset(name=name, tasks=tasks, missing=missing, files=[str(f) for f in files])
+    return LoadedDataset(
+        name=name, tasks=tasks, missing=missing, files=[str(f) for f in files], warnings=warnings
+    )

@@ -1,0 +1,261 @@
+"""Audio spans decoded straight from the file, placed on the container's timeline.
+
+Why no cache: decoding just the requested span (seek, decode, resample) costs tens of milliseconds
+per 10 s span anywhere in an hour-long AAC file (numbers in the README, from
+``scripts/bench/media.py``), while the former 16 kHz WAV cache paid a full extraction before the
+first request, about 110 MB of disk per hour, and brought its own failures (full or unwritable
+dirs, stale or foreign files, orphaned extractions). It also counted samples and ignored
+timestamps, so audio with gaps drifted from the video.
+
+Timeline: second 0 is the container's start (the earliest stream), as for frames. Each decoded
+frame is placed at its presentation time: a gap (files joined with concat, ``-stream_loop``,
+dropped or damaged packets) is filled with silence and an overlap is trimmed, which is what
+ffmpeg's ``aresample=async=1:first_pts=0`` does. A sound at time t in the file is at t here.
+Placement is as exact as the container's clock: sample-exact for MP4, WAV, FLAC, MP3, Ogg and MPEG-TS;
+within 0.5 ms for Matroska/WebM, which store milliseconds. Raw AC-3 files get parser-made 90 kHz
+timestamps that run slow by 0.7 ticks a frame; they are followed as they are.
+
+Downmix and rate: libswresample, the same code and matrix as ``ffmpeg -ac 1 -ar 16000 -f s16le``
+(the way Whisper-style loaders read audio). For integer output swresample normalises the matrix so
+the mix never clips: stereo becomes (L+R)/2; 5.1 weighs the centre 1, the front pair 1/sqrt(2),
+the surround pair 1/2 and drops the LFE, all divided by their sum.
+
+Threads: a PyAV container must not be shared between threads, so each thread gets its own.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.errors import MediaReadError
+from envs.messages import SAMPLE_RATE
+
+PREROLL_S = 0.5  # decode this much before a span so the codec and resampler have settled
+POSTROLL_S = 0.05  # and this much after, so the resampler's filter sees past the span's last sample
+CONTINUITY_S = 0.02  # a frame further than this from where its run predicts starts a new run
+SHORT_END_S = 0.5  # a track may end this much before the file without it being called damaged
+
+
+def _skip_to_grid(t: float, rate: int) -> tuple[int, float]:
+    """Input samples to drop at a run's start so it begins on an instant both sample grids share
+    (every 10 ms for 44.1 kHz): its output samples then fall where a decode from the file's start
+    puts them, sample for sample."""
+    grid = math.gcd(rate, SAMPLE_RATE)
+    aligned = math.ceil(t * grid - 1e-6) / grid
+    return int(round((aligned - t) * rate)), aligned
+
+
+def _trim_front(frame: Any, skip: int) -> Any:
+    """The frame without its first ``skip`` samples."""
+    import av
+
+    data = frame.to_ndarray()
+    step = 1 if frame.format.is_planar else len(frame.layout.channels)
+    out = av.AudioFrame.from_ndarray(
+        np.ascontiguousarray(data[:, skip * step :]), format=frame.format.name, layout=frame.layout.name
+    )
+    out.sample_rate = frame.sample_rate
+    return out
+
+
+@dataclass
+class _Timeline:
+    """Output buffer of samples [first, first + len(out)) at 16 kHz, filled run by run.
+
+    A run is a stretch of decoded frames whose timestamps follow on from each other; each run is
+    resampled on its own and written at its first frame's time, so gaps stay silent and samples
+    that would overwrite earlier ones (an overlap) are dropped.
+    """
+
+    first: int
+    out: np.ndarray
+    filled: int = -(2**62)  # absolute index of the first sample not yet written
+    end_seen: float = float("-inf")  # end time of the latest decoded frame
+    _resampler: Any = None
+    _pos: int = 0  # absolute index where the resampler's next output sample goes
+    _run_t0: float = 0.0
+    _run_in: int = 0  # input samples taken into the current run
+    _run_fmt: tuple[int, str, str] = (0, "", "")
+
+    def push(self, frame: Any, t: float) -> None:
+        import av
+
+        rate = frame.sample_rate
+        fmt = (rate, frame.format.name, frame.layout.name)
+        self.end_seen = max(self.end_seen, t + frame.samples / rate)
+        expected = self._run_t0 + self._run_in / rate
+        if self._resampler is None or fmt != self._run_fmt or abs(t - expected) > CONTINUITY_S:
+            self.flush()
+            skip, t = _skip_to_grid(t, rate)
+            if skip >= frame.samples:
+                return  # the frame ends before the next shared instant: the run starts later
+            if skip > 0:
+                frame = _trim_front(frame, skip)
+            self._resampler = av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE)
+            self._pos = int(round(t * SAMPLE_RATE))
+            self._run_t0, self._run_in, self._run_fmt = t, 0, fmt
+        self._run_in += frame.samples
+        frame.pts = None  # the resampler only counts samples; placement is done here
+        for out in self._resampler.resample(frame):
+            self._write(out)
+
+    def flush(self) -> None:
+        if self._resampler is not None:
+            for out in self._resampler.resample(None):
+                self._write(out)
+            self._resampler = None
+
+    def _write(self, frame: Any) -> None:
+        data = frame.to_ndarray().reshape(-1)
+        lo, hi = self._pos, self._pos + len(data)
+        self._pos = hi
+        lo_keep = max(lo, self.filled, self.first)  # never overwrite: trim overlaps
+        hi_keep = min(hi, self.first + len(self.out))
+        if hi_keep > lo_keep:
+            chunk = data[lo_keep - lo : hi_keep - lo].astype(np.float32) / 32768.0
+            self.out[lo_keep - self.first : hi_keep - self.first] = chunk
+        self.filled = max(self.filled, hi)
+
+
+class AudioReader:
+    """16 kHz mono float32 spans of a file's first audio stream, decoded on demand."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._containers: list[Any] = []
+        container, stream = self._open()
+        start = container.start_time
+        self.origin = start / 1_000_000 if start is not None else 0.0  # av.time_base
+        self.tb = float(stream.time_base)
+        self.start, self.end = self._extent(container, stream)
+        self.declared_end = stream.duration is not None  # else the container's end, learnt on EOF
+
+    def _extent(self, container: Any, stream: Any) -> tuple[float, float]:
+        """Where the audio stream starts and ends on the container's timeline (from the header)."""
+        s0 = (
+            float(stream.start_time * stream.time_base) - self.origin
+            if stream.start_time is not None
+            else 0.0
+        )
+        if stream.duration is not None:
+            return s0, s0 + float(stream.duration * stream.time_base)
+        total = container.duration / 1_000_000 if container.duration is not None else math.inf
+        return s0, total  # unknown: learnt when decoding reaches the end
+
+    def _open(self, fresh: bool = False) -> tuple[Any, Any]:
+        """This thread's own container (PyAV containers must not cross threads); ``fresh``: a new
+        one, read from the start."""
+        import av
+
+        held = getattr(self._local, "held", None)
+        if held is not None and fresh:
+            with self._lock:
+                self._containers.remove(held[0])
+            held[0].close()
+            held = None
+        if held is None:
+            try:
+                container = av.open(self.path)
+                held = (container, container.streams.audio[0])
+            except (av.error.FFmpegError, IndexError) as exc:
+                raise MediaReadError(f"the audio track cannot be opened: {exc}", code="bad_audio") from exc
+            self._local.held = held
+            with self._lock:
+                self._containers.append(container)
+        return held
+
+    def read(self, start: float, end: float) -> np.ndarray:
+        """Samples of [start, end): sample k is at time (round(start * 16000) + k) / 16000.
+
+        Parts of the span with no audio (a gap, before the track starts, after it ends) are
+        silence, as a player plays them. A span wholly past the track's end is an error
+        (``audio_out_of_range``), and so is a track that stops more than ``SHORT_END_S`` before the
+        end its header declares (``media_truncated``): never silence in place of missing data.
+        """
+        first, last = int(round(start * SAMPLE_RATE)), int(round(end * SAMPLE_RATE))
+        self._check_start(start)
+        line = _Timeline(first=first, out=np.zeros(max(last - first, 0), np.float32))
+        if not self._decode_into(line, start, end):
+            return line.out  # decoding reached the span's end
+        seen = max(line.end_seen, self.start)
+        if seen >= min(end, self.end) - SHORT_END_S:
+            return line.out  # the track ends inside the span: the rest is silence
+        if self.declared_end:
+            raise MediaReadError(
+                f"audio decoding stopped at {seen:.2f}s but the track is declared to run to "
+                f"{self.end:.2f}s (file truncated or damaged)",
+                code="media_truncated",
+            )
+        self.end = seen  # no stream duration in the header: the end is learnt from the data
+        self._check_start(start)
+        return line.out
+
+    def _check_start(self, start: float) -> None:
+        if start >= self.end:
+            raise MediaReadError(
+                f"audio requested from {start:.2f}s but the audio track ends at {self.end:.2f}s",
+                code="audio_out_of_range",
+            )
+
+    def _decode_into(self, line: _Timeline, start: float, end: float) -> bool:
+        """Seek to at or before ``start`` (further back when the demuxer lands late or past the
+        data), then decode a little past ``end``. True if the data ran out first."""
+        import av
+
+        container, stream = self._open()
+        back = PREROLL_S
+        try:
+            while True:
+                target = max(start - back, self.start)
+                try:
+                    container.seek(int((target + self.origin) / self.tb), stream=stream, backward=True)
+                except av.error.FFmpegError:  # an unseekable input (a concat list): from the top
+                    container, stream = self._open(fresh=True)
+                    target = self.start
+                frames = self._frames(container, stream)
+                head = next(frames, None)
+                if (head is not None and head[1] <= start + 1e-3) or target <= self.start:
+                    break
+                back *= 4  # containers without an index (.ts, .mpg) may land after the target
+            while head is not None and head[1] < end + POSTROLL_S:
+                line.push(*head)
+                head = next(frames, None)
+        except av.error.FFmpegError as exc:
+            raise MediaReadError(f"the audio track cannot be decoded: {exc}", code="bad_audio") from exc
+        line.flush()
+        return head is None
+
+    def _frames(self, container: Any, stream: Any):  # type: ignore[no-untyped-def]
+        """(frame, time) pairs from the current position; damaged packets are skipped (a gap)."""
+        import av
+
+        expected: float | None = None
+        for packet in container.demux(stream):
+            try:
+                decoded = packet.decode()
+            except (av.error.InvalidDataError, av.error.UndefinedError):
+                continue
+            for frame in decoded:
+                if frame.pts is not None:
+                    t = frame.pts * self.tb - self.origin
+                elif expected is not None:
+                    t = expected
+                else:
+                    continue
+                expected = t + frame.samples / frame.sample_rate
+                yield frame, t
+
+    def close(self) -> None:
+        """Close every thread's container; call when no read is in flight."""
+        with self._lock:
+            for container in self._containers:
+                container.close()
+            self._containers.clear()
+        self._local = threading.local()

@@ -1,0 +1,301 @@
+"""JSON Lines: the one reader policy and the one writer every file in the project goes through.
+
+Why one module: the project keeps tasks, annotations, results and trajectories as JSON lines, and a
+resumable run may be killed half-way through a write. Each reader used to decide on its own what a
+broken line means; here it is decided once.
+
+Reading (:class:`JsonlReader`, :func:`read_jsonl`):
+
+- every record is a JSON **object** (a dict); anything else is a bad line;
+- blank lines are skipped; ``#`` comment lines only where the reader opts in (``comments=True``,
+  for hand-written inputs such as tasks files), otherwise a ``#`` line is a bad line;
+- a **torn last line** (the final line of the file, without its ``\\n``, that is not valid JSON: a
+  crash mid-append) is skipped only where the reader opts in (``torn_tail=True``, for append logs),
+  is logged as a warning and kept in :attr:`JsonlReader.torn`; a bad line anywhere else, or a torn
+  tail where not allowed, is an error;
+- errors: ``collect=False`` raises :class:`JsonlError` at the first bad line; ``collect=True``
+  reads on and raises one :class:`JsonlError` listing every bad line (``file:line: reason``) once the
+  file is read. ``parse`` (e.g. ``Task.model_validate``) turns a dict into a record; its
+  ``ValueError`` (pydantic's ``ValidationError`` included) is a bad line like a JSON error.
+
+Writing: :func:`write_atomic` (temp file in the same folder, fsync, rename; the temp file is removed
+on failure) for whole files, :func:`write_jsonl` for whole JSONL files, :func:`append_jsonl` (one
+write + fsync per record) for resumable logs, and :func:`repair_tail` to make a log appendable
+again after a kill.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+__all__ = [
+    "JsonlError",
+    "JsonlReader",
+    "LineProblem",
+    "append_jsonl",
+    "dumps_record",
+    "read_jsonl",
+    "repair_tail",
+    "write_atomic",
+    "write_jsonl",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+MAX_SHOWN = 20  # bad lines listed in a JsonlError's message (all are in .problems)
+_SKIP = object()  # what JsonlReader._decode returns for a blank, comment, torn or bad line
+
+
+@dataclass(frozen=True)
+class LineProblem:
+    """One bad line: where it is and why it was refused."""
+
+    path: str
+    lineno: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.lineno}: {self.message}"
+
+
+class JsonlError(ValueError):
+    """Bad lines in a JSONL file; ``problems`` holds every one found (one when not collecting)."""
+
+    def __init__(self, path: str | os.PathLike[str], problems: list[LineProblem]) -> None:
+        self.path = str(path)
+        self.problems = list(problems)
+        shown = "\n".join(str(p) for p in self.problems[:MAX_SHOWN])
+        more = f"\n... and {len(self.problems) - MAX_SHOWN} more" if len(self.problems) > MAX_SHOWN else ""
+        if len(self.problems) == 1:
+            super().__init__(shown)
+        else:
+            super().__init__(f"{len(self.problems)} bad line(s) in {self.path}:\n{shown}{more}")
+
+
+def _describe(exc: Exception) -> str:
+    """A one-line reason for a refused record (pydantic errors shortened to ``field: msg``)."""
+    if isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err.get("loc", ())) or "record"
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return "; ".join(parts)
+    return str(exc)
+
+
+@dataclass
+class JsonlReader(Generic[T]):
+    """Iterate ``(lineno, record)`` over a JSONL file under the module's policy (see module doc).
+
+    After iteration, :attr:`torn` holds the skipped torn last line (or None) and :attr:`problems`
+    the bad lines found. A caller that checks more than one line at a time (duplicate ids) reports
+    through :meth:`problem`, so its findings join the same error.
+    """
+
+    path: str | os.PathLike[str]
+    parse: Callable[[dict[str, Any]], T] | None = None
+    comments: bool = False
+    torn_tail: bool = False
+    collect: bool = False
+    missing_ok: bool = False
+    torn: LineProblem | None = field(default=None, init=False)
+    problems: list[LineProblem] = field(default_factory=list, init=False)
+
+    def problem(self, lineno: int, message: str) -> None:
+        """Record a bad line: raise now, or (``collect``) when the file has been read."""
+        found = LineProblem(str(self.path), lineno, message)
+        self.problems.append(found)
+        if not self.collect:
+            raise JsonlError(self.path, [found])
+
+    def __iter__(self) -> Iterator[tuple[int, T]]:
+        self.torn, self.problems = None, []
+        path = Path(self.path)
+        if self.missing_ok and not path.exists():
+            return
+        with path.open("rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                record = self._decode(lineno, raw)
+                if record is not _SKIP:
+                    yield lineno, record
+        if self.problems:
+            raise JsonlError(self.path, self.problems)
+
+    def _decode(self, lineno: int, raw: bytes) -> Any:
+        """The record on one line, or ``_SKIP`` when the line is skipped or bad (bad ones are recorded)."""
+        terminated = raw.endswith(b"\n")
+        try:
+            text = raw.decode("utf-8").strip()
+            if lineno == 1:
+                text = text.removeprefix("\ufeff")  # a byte-order mark some editors write
+            if not text or (self.comments and text.startswith("#")):
+                return _SKIP
+            value = json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            reason = exc.reason if isinstance(exc, UnicodeDecodeError) else f"{exc.msg} at column {exc.colno}"
+            if not terminated and self.torn_tail:
+                self.torn = LineProblem(str(self.path), lineno, f"torn last line skipped ({reason})")
+                log.warning("%s", self.torn)
+                return _SKIP
+            self.problem(lineno, f"not valid JSON ({reason})" + ("" if terminated else "; torn last line?"))
+            return _SKIP
+        if not isinstance(value, dict):
+            self.problem(lineno, f"expected a JSON object, got {type(value).__name__}")
+            return _SKIP
+        if self.parse is None:
+            return value
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            self.problem(lineno, _describe(exc))
+            return _SKIP
+
+
+def read_jsonl(
+    path: str | os.PathLike[str],
+    parse: Callable[[dict[str, Any]], T] | None = None,
+    *,
+    comments: bool = False,
+    torn_tail: bool = False,
+    collect: bool = False,
+    missing_ok: bool = False,
+) -> list[Any]:
+    """All records of a JSONL file (see :class:`JsonlReader` for the arguments)."""
+    reader = JsonlReader(
+        path, parse, comments=comments, torn_tail=torn_tail, collect=collect, missing_ok=missing_ok
+    )
+    return [record for _, record in reader]
+
+
+def dumps_record(record: BaseModel | Mapping[str, Any]) -> str:
+    """One record as one line of JSON, without the newline (non-JSON values via ``str``)."""
+    if isinstance(record, BaseModel):
+        return record.model_dump_json()
+    return json.dumps(dict(record), ensure_ascii=False, default=str)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable; some filesystems refuse to open a folder, which is harmless."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Replace a whole file so that a crash leaves the old content or the new, never half.
+
+    The temp file lives in the target's folder (a rename is atomic only within one filesystem), is
+    fsynced before the rename and removed if anything fails.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel | Mapping[str, Any]]) -> Path:
+    """Write a whole JSONL file atomically (see :func:`write_atomic`)."""
+    return write_atomic(path, "".join(dumps_record(r) + "\n" for r in records))
+
+
+def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, Any]) -> None:
+    """Append one record with one write and an fsync, so a kill leaves at most a torn last line.
+
+    Refuses (``JsonlError``) to append after an unterminated last line, which would glue two
+    records together; call :func:`repair_tail` when resuming a log.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = (dumps_record(record) + "\n").encode("utf-8")
+    with open(path, "a+b") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                message = "the last line is unterminated; call repair_tail before appending"
+                raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _unterminated_tail(fh: Any, block: int = 1 << 16) -> tuple[int, bytes]:
+    """The offset and bytes of the text after a file's last newline, read backwards from the end."""
+    pos, chunk = fh.seek(0, os.SEEK_END), b""
+    while pos > 0:
+        step = min(block, pos)
+        pos -= step
+        fh.seek(pos)
+        chunk = fh.read(step) + chunk
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            return pos + cut + 1, chunk[cut + 1 :]
+    return 0, chunk
+
+
+def _count_lines(path: Path, upto: int) -> int:
+    """Newlines before byte ``upto`` (for a line number in a report)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while fh.tell() < upto:
+            count += fh.read(min(1 << 20, upto - fh.tell())).count(b"\n")
+    return count
+
+
+def repair_tail(path: str | os.PathLike[str]) -> LineProblem | None:
+    """Make an append log end with a newline again after a kill; what was done, or None.
+
+    An unterminated last line that is a whole JSON object is kept (its newline is added), as the
+    reader counts it; otherwise it is torn and cut off. A missing or empty file needs nothing.
+    """
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    with open(path, "rb+") as fh:
+        start, tail = _unterminated_tail(fh)
+        if not tail:
+            return None
+        try:
+            whole = isinstance(json.loads(tail.decode("utf-8")), dict)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            whole = False
+        if whole:
+            fh.seek(0, os.SEEK_END)
+            fh.write(b"\n")
+            done = "unterminated last line kept (newline added)"
+        else:
+            fh.truncate(start)
+            done = "torn last line removed"
+        fh.flush()
+        os.fsync(fh.fileno())
+    found = LineProblem(str(path), _count_lines(path, start) + 1, done)
+    log.warning("%s", found)
+    return found

@@ -1,0 +1,80 @@
+"""Summarise one eval run, or compare two with a paired bootstrap over their shared task ids.
+
+``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``). A run
+is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
+bins, bootstrap seed and resample count, read from its summary.json or run.json) or a summary.json
+(then two runs can only be compared by whether their intervals overlap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from omniagent.eval.results import load_rows
+from omniagent.eval.summary import (
+    DEFAULT_DURATION_BINS,
+    compare,
+    load_summary,
+    paired_compare,
+    print_compare,
+    print_eval_summary,
+    print_paired,
+    summarize,
+)
+
+
+def run_settings(folder: Path) -> dict[str, Any]:
+    """The run's own summary settings: ``duration_bins``, ``n_boot``, ``seed`` (defaults when unknown)."""
+    out: dict[str, Any] = {"duration_bins": list(DEFAULT_DURATION_BINS), "n_boot": 1000, "seed": 0}
+    meta = folder / "run.json"
+    if meta.exists():
+        bins = json.loads(meta.read_text()).get("config", {}).get("benchmark", {}).get("duration_bins")
+        if bins is not None:
+            out["duration_bins"] = bins
+    old = folder / "summary.json"
+    if old.exists():
+        summary = json.loads(old.read_text())
+        out.update({k: v for k, v in summary.get("bootstrap", {}).items() if k in ("n_boot", "seed")})
+        if summary.get("duration_bins") is not None:
+            out["duration_bins"] = summary["duration_bins"]
+    return out
+
+
+def load_run(path: str, n_boot: int | None = None, seed: int | None = None) -> tuple[dict, list[dict] | None]:
+    """(summary, rows) of a run folder or results.jsonl; rows is None for a bare summary.json."""
+    p = Path(path)
+    rows_path = p / "results.jsonl" if p.is_dir() else p
+    if rows_path.suffix != ".jsonl" or not rows_path.exists():
+        return load_summary(p), None
+    folder = rows_path.parent
+    settings = run_settings(folder)
+    settings.update({k: v for k, v in (("n_boot", n_boot), ("seed", seed)) if v is not None})
+    rows = load_rows(rows_path)
+    name = folder.name
+    return summarize(rows, name=name, **settings), rows
+
+
+def compare_main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", help="one or two run folders (or results.jsonl / summary.json)")
+    ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the run's own)")
+    ap.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the run's own)")
+    args = ap.parse_args(argv)
+    if len(args.runs) > 2:
+        ap.error("give one run to summarise or two to compare")
+    loaded = [load_run(r, args.n_boot, args.seed) for r in args.runs]
+    for summary, _ in loaded:
+        print_eval_summary(summary)
+    if len(loaded) == 2:
+        (sa, ra), (sb, rb) = loaded
+        if ra is not None and rb is not None:
+            n_boot = args.n_boot or sa["bootstrap"]["n_boot"]
+            seed = sa["bootstrap"]["seed"] if args.seed is None else args.seed
+            names = (sa.get("name") or "A", sb.get("name") or "B")
+            print_paired(paired_compare(ra, rb, n_boot=n_boot, seed=seed, names=names))
+        else:
+            print_compare(compare(sa, sb))
+    return 0

@@ -1,0 +1,209 @@
+"""What an evaluation run is: :class:`EvalConfig`, validated from the composed hydra config.
+
+Defaults live in one place: the hydra config (``conf/eval.yaml`` and the benchmark presets) for the
+command line, and the fields of :class:`EvalConfig` for code that builds one directly.
+:func:`eval_config_from` only copies the keys the hydra config has, so no default is repeated here.
+Benchmark presets are frozen: :func:`check_frozen` and :func:`check_decoding` refuse overrides that
+would change what a preset measures.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from envs.env import EnvLimits
+from omniagent.eval.passive import PassiveConfig
+from omniagent.eval.results import RESULTS
+
+__all__ = [
+    "UNFROZEN",
+    "EvalConfig",
+    "FrozenPresetError",
+    "check_decoding",
+    "check_frozen",
+    "eval_config_from",
+    "judge_config",
+    "to_plain",
+]
+
+SECRET_KEY = re.compile(r"key|token|secret|password", re.I)  # never written to run.json or logs
+
+# Overrides of these preset fields do not change what is measured (where files are, which decoder).
+UNFROZEN = (
+    "benchmark.annotations",
+    "benchmark.media_root",
+    "benchmark.dataset_kwargs.allow_outside_media_root",
+    "benchmark.dataset_kwargs.out_dir",
+    "benchmark.limits.audio_cache_dir",
+    "benchmark.limits.backend",
+)
+
+# Top-level keys of conf/eval.yaml that are EvalConfig fields under the same name.
+_RUN_KEYS = (
+    "mode",
+    "seed",
+    "workers",
+    "retry_failed",
+    "max_consecutive_policy_errors",
+    "progress",
+    "allow_config_change",
+)
+
+
+class EvalConfig(BaseModel):
+    """One evaluation run: the policy, the environment limits and how the run is driven."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: str = Field(description="run folder: results.jsonl, trajectories.jsonl, run.json, summary")
+    policy: str = Field(description="registered policy backend name")
+    policy_kwargs: dict[str, Any] = Field(default_factory=dict, description="the backend's parameters")
+    mode: Literal["active", "passive"] = Field("active", description="multi-turn episodes or one turn")
+    limits: dict[str, Any] = Field(default_factory=dict, description="EnvLimits fields")
+    max_turns: int | None = Field(None, ge=1, description="turn budget K; default: limits.max_turns")
+    temperature: float | None = Field(0.0, description="decoding temperature, when the backend takes one")
+    seed: int | None = Field(0, description="episode seed; the policy's seed when it takes one")
+    workers: int = Field(1, ge=1, description="threads, one environment and one policy each")
+    passive: PassiveConfig = Field(default_factory=PassiveConfig)
+    retry_failed: bool = Field(False, description="rerun tasks whose row is a media or policy failure")
+    max_consecutive_policy_errors: int = Field(
+        10, ge=0, description="stop after this many in a row (0: never)"
+    )
+    progress: bool = Field(True, description="show a progress bar")
+    allow_config_change: bool = Field(False, description="resume into a folder made with other settings")
+    fingerprint_extra: dict[str, Any] = Field(default_factory=dict, description="e.g. the benchmark preset")
+
+    @field_validator("limits")
+    @classmethod
+    def _valid_limits(cls, limits: dict[str, Any]) -> dict[str, Any]:
+        EnvLimits(**limits)  # an unknown key or a value out of range fails here, before any task runs
+        return limits
+
+    def env_limits(self) -> EnvLimits:
+        """The validated environment limits of this run."""
+        return EnvLimits(**self.limits)
+
+    def turn_budget(self) -> int:
+        return self.max_turns or self.env_limits().max_turns
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything that changes the numbers (not workers, paths, progress bars or secrets)."""
+        return {
+            "policy": self.policy,
+            "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if not SECRET_KEY.search(k)},
+            "mode": self.mode,
+            "limits": self.env_limits().model_dump(exclude={"audio_cache_dir", "backend"}),
+            "max_turns": self.max_turns,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "passive": self.passive.model_dump() if self.mode == "passive" else None,
+            **self.fingerprint_extra,
+        }
+
+
+class FrozenPresetError(ValueError):
+    """A command-line override changes a frozen preset field."""
+
+
+def check_frozen(overrides: list[str] | None, unfreeze: bool = False) -> list[str]:
+    """The ``benchmark.*`` overrides that would change a frozen preset; raise unless ``unfreeze``."""
+    changed = []
+    for item in overrides or []:
+        key = item.split("=", 1)[0].lstrip("+~")
+        if key.startswith("benchmark.") and not any(key == u or key.startswith(u + ".") for u in UNFROZEN):
+            changed.append(item)
+    if changed and not unfreeze:
+        raise FrozenPresetError(
+            f"benchmark presets are frozen; these overrides change one: {', '.join(changed)} "
+            "(add unfreeze=true to run anyway; the numbers are then not the preset's)"
+        )
+    return changed
+
+
+def check_decoding(cfg: Any) -> None:
+    """Refuse a policy temperature other than the preset's (it would bypass the frozen preset)."""
+    t = (cfg.policy.get("kwargs") or {}).get("temperature")
+    preset = cfg.benchmark.get("temperature")
+    if t is not None and preset is not None and float(t) != float(preset) and not cfg.get("unfreeze"):
+        raise FrozenPresetError(
+            f"policy.kwargs.temperature={t} differs from the preset's decoding temperature {preset} "
+            "(add unfreeze=true to run anyway)"
+        )
+
+
+def to_plain(node: Any) -> Any:
+    """A hydra/omegaconf node as plain Python containers (anything else unchanged)."""
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    if isinstance(node, DictConfig | ListConfig):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def judge_config(cfg: Any) -> dict[str, Any] | None:
+    """The ``ff`` judge's settings (``judge.kind: auto`` takes the preset's), or None for no judge."""
+    j = dict(to_plain(cfg.get("judge")) or {})
+    kind = j.get("kind") or "auto"
+    if kind == "auto":
+        kind = cfg.benchmark.get("judge") or "none"
+    if kind == "none":
+        return None
+    if kind == "exact":
+        return {"kind": "exact"}
+    return {"kind": kind, **{k: v for k, v in j.items() if k != "kind" and v is not None}}
+
+
+def _passive_config(cfg: Any) -> PassiveConfig:
+    """``passive.*`` with the frame budget resolved: given, matched to an active run, or the preset's."""
+    fields = {k: v for k, v in (to_plain(cfg.get("passive")) or {}).items() if v is not None}
+    match_run = fields.pop("match_run", None)
+    if cfg.get("mode") == "passive" and "num_frames" not in fields:
+        if match_run:
+            from omniagent.eval.passive import matched_frame_budget
+
+            p = Path(str(match_run))
+            fields["num_frames"] = matched_frame_budget(p / RESULTS if p.is_dir() else p)
+        elif cfg.benchmark.get("passive_frames") is not None:
+            fields["num_frames"] = int(cfg.benchmark.passive_frames)
+    return PassiveConfig.model_validate(fields)
+
+
+def _fingerprint_extra(cfg: Any) -> dict[str, Any]:
+    bench = to_plain(cfg.benchmark) or {}
+    return {
+        "benchmark": {
+            k: v for k, v in bench.items() if k not in ("annotations", "media_root", "dataset_kwargs")
+        },
+        "judge": {k: v for k, v in (judge_config(cfg) or {}).items() if not SECRET_KEY.search(k)} or None,
+    }
+
+
+def eval_config_from(
+    cfg: Any, *, out_dir: str | None = None, max_turns: int | None = None, seed: int | None = None
+) -> EvalConfig:
+    """The :class:`EvalConfig` a hydra config describes (``out_dir``/``max_turns``/``seed`` override).
+
+    Only keys present in the config are passed on: a key the config lacks takes the model's default.
+    """
+    b = cfg.benchmark
+    fields: dict[str, Any] = {k: to_plain(cfg[k]) for k in _RUN_KEYS if cfg.get(k) is not None}
+    fields.update(
+        out_dir=str(out_dir or cfg.out_dir),
+        policy=cfg.policy.name,
+        policy_kwargs=dict(to_plain(cfg.policy.get("kwargs")) or {}),
+        limits=dict(to_plain(b.get("limits")) or {}),
+        passive=_passive_config(cfg),
+        fingerprint_extra=_fingerprint_extra(cfg),
+    )
+    if "temperature" in b:
+        fields["temperature"] = b.temperature
+    k = max_turns if max_turns is not None else b.get("max_turns")
+    if k is not None:
+        fields["max_turns"] = int(k)
+    if seed is not None:
+        fields["seed"] = seed
+    return EvalConfig.model_validate(fields)

@@ -1,0 +1,119 @@
+"""What ``scripts/eval.py`` does with its composed hydra config: tasks, overlap guard, judge, run, summary.
+
+:func:`run_from_config` is the whole command; :func:`run_one` runs (or resumes) one run folder and
+writes its summary, and is shared with ``scripts/turn_scaling.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from envs.jsonl import write_atomic
+from envs.tasks import Task
+from omniagent.eval.config import (
+    EvalConfig,
+    check_decoding,
+    check_frozen,
+    eval_config_from,
+    judge_config,
+    to_plain,
+)
+from omniagent.eval.judges import make_judge
+from omniagent.eval.results import RESULTS, load_rows
+from omniagent.eval.runner import run_eval
+
+__all__ = ["load_tasks_from_config", "run_from_config", "run_one", "train_tasks"]
+
+
+def load_tasks_from_config(cfg: Any, console: Any = None) -> tuple[list[Task], Any]:
+    """The preset's tasks (``cfg.benchmark``, ``cfg.limit``); missing media are printed and skipped."""
+    from omniagent.datasets import load_dataset
+
+    b = cfg.benchmark
+    loaded = load_dataset(
+        b.dataset,
+        to_plain(b.annotations),
+        to_plain(b.media_root),
+        limit=cfg.get("limit"),
+        task_types=to_plain(b.get("task_types")),
+        **({"progress": bool(cfg.get("progress"))} | (to_plain(b.get("dataset_kwargs")) or {})),
+    )
+    if console is not None:
+        console.print(loaded.summary())
+        for m in loaded.missing[:10]:
+            console.print(f"  [yellow]missing media[/yellow] {m}")
+        if len(loaded.missing) > 10:
+            console.print(f"  ... and {len(loaded.missing) - 10} more")
+    return loaded.tasks, loaded
+
+
+def train_tasks(spec: Any) -> list[Task]:
+    from omniagent.datasets import load_dataset
+
+    spec = to_plain(spec)
+    if isinstance(spec, str):
+        return load_dataset("tasks", spec, check=False).tasks
+    spec = dict(spec)
+    return load_dataset(
+        spec.pop("dataset", "tasks"),
+        spec.pop("annotations", None),
+        spec.pop("media_root", None),
+        check=False,
+        **spec.pop("kwargs", {}),
+        **spec,
+    ).tasks
+
+
+def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: str,
+            console: Any = None) -> dict[str, Any]:  # fmt: skip
+    """Run (or resume) one eval into ``ecfg.out_dir``, then write and return its summary."""
+    from omniagent.eval.summary import print_eval_summary, summarize, write_summary
+
+    report = run_eval(tasks, ecfg, judge=judge)
+    ids = {t.id for t in tasks}
+    rows = [r for r in load_rows(Path(ecfg.out_dir) / RESULTS) if r["id"] in ids]
+    options = {k: v for k, v in (to_plain(cfg.get("summary")) or {}).items() if v is not None}
+    if cfg.benchmark.get("duration_bins") is not None:  # else summarize's own default bins
+        options["duration_bins"] = to_plain(cfg.benchmark.duration_bins)
+    summary = summarize(rows, name=name, **options)
+    summary["run"] = {
+        **report.model_dump(),
+        "max_turns": ecfg.max_turns,
+        "seed": ecfg.seed,
+        "mode": ecfg.mode,
+    }
+    if ecfg.mode == "passive":
+        summary["run"]["passive_num_frames"] = ecfg.passive.num_frames
+    write_summary(summary, ecfg.out_dir)
+    if console is not None:
+        print_eval_summary(summary, console)
+    return summary
+
+
+def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any = None) -> dict[str, Any]:
+    """Everything ``scripts/eval.py`` does with its composed hydra config; returns the summary."""
+    from omniagent.eval.overlap import guard
+
+    check_frozen(overrides, bool(cfg.get("unfreeze")))
+    check_decoding(cfg)
+    tasks, loaded = load_tasks_from_config(cfg, console)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if loaded.missing:
+        write_atomic(
+            out / "missing_media.jsonl", "".join(json.dumps(m.__dict__) + "\n" for m in loaded.missing)
+        )
+    og = cfg.get("overlap_guard") or {}
+    if og.get("train_set"):
+        options: dict[str, Any] = {"allow": bool(og.get("allow_overlap"))}
+        if og.get("fail_on") is not None:  # else the guard's own default kinds
+            options["fail_on"] = tuple(to_plain(og.fail_on))
+        guard(train_tasks(og["train_set"]), tasks, printer=console.print if console else print, **options)
+    # the judge is checked (and must be up) only when there is something for it to score
+    judge = make_judge(judge_config(cfg)) if any(t.task_type == "ff" for t in tasks) else None
+    ecfg = eval_config_from(cfg)
+    return run_one(
+        tasks, ecfg, judge=judge, cfg=cfg, name=str(cfg.get("run_name") or out.name), console=console
+    )

@@ -1,0 +1,156 @@
+"""Pieces of the local trainer (``rl/train_local.py``) that turn recorded turns into training rows.
+
+Why a module of its own: the IG turn scores (:mod:`rl.info_gain`) and the tests need them without the loop.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from omniagent.trajectory import Trajectory, TurnRecord
+from rl.sft_dataset import END_OF_TURN, OmniTurnSFTDataset, RopeIndexer
+
+
+class TurnEncoder(OmniTurnSFTDataset):
+    """The SFT per-turn builder (``OmniTurnSFTDataset.encode``) for contexts recorded during rollouts.
+
+    Same tokens, loss mask (the turn's output and its ``<|im_end|>``) and TMRoPE positions as an SFT sample of
+    the same turn, built from the policy's own processor and model config instead of a parquet file.
+    """
+
+    def __init__(
+        self,
+        processor: Any,
+        thinker_config: Any,
+        allow_audio_in_video: bool = True,
+        image_pixels: tuple[int, int] | None = None,
+        video_pixels: tuple[int, int] | None = None,
+    ) -> None:  # no super().__init__: there is no parquet table behind it
+        self.config, self.pad_mode, self.max_length, self.truncation = None, "no_padding", 1 << 30, "error"
+        self.processor, self.tokenizer = processor, processor.tokenizer
+        self.rope = RopeIndexer(thinker_config)
+        self.image_pixels, self.video_pixels = image_pixels, video_pixels
+        self.allow_audio_in_video = allow_audio_in_video
+        self.end_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+
+    def __len__(self) -> int:
+        return 0
+
+
+@dataclass
+class TurnRow:
+    """One turn of one trajectory: its encoded sample, ids for TAURA, the final reward and the env's record."""
+
+    item: dict[str, Any]  # input_ids, loss_mask, position_ids, multi_modal_inputs (TurnEncoder.encode)
+    group: int  # GRPO group: all episodes of one task in this iteration
+    traj: int  # trajectory id, unique in the iteration
+    turn: int  # 0-based turn index in the trajectory
+    reward: float  # the trajectory's (shaped) final reward
+    record: TurnRecord  # the environment's view of the turn (action, error, served timestamps)
+    context: list[Any]  # the messages the policy saw (for information-gain probes)
+    old_logp: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # (L,) behaviour log-probs
+    entropy: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # (L,) behaviour entropies
+    mask: torch.Tensor = field(
+        default_factory=lambda: torch.zeros(0)
+    )  # (L,) 1 where position t predicts a trained token
+
+
+def model_inputs(batch: dict[str, Any], model: Any) -> dict[str, Any]:
+    """A collated batch as forward kwargs, on the model's device (media tensors in its dtype)."""
+    param = next(model.parameters())
+    out = {}
+    for key, value in batch.items():
+        if key == "loss_mask" or not isinstance(value, torch.Tensor):
+            continue
+        value = value.to(param.device)
+        out[key] = value.to(param.dtype) if value.is_floating_point() else value
+    return out
+
+
+def forward_stats(
+    model: Any, batch: dict[str, Any], with_grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per position t of a one-row batch: log p(token t+1), the entropy at t, and the shifted loss mask.
+
+    The entropy (float32, full vocabulary) is computed only without gradients (it is the TAURA signal, not a
+    loss term); with gradients it comes back as zeros.
+    """
+    logits = model(**model_inputs(batch, model), use_cache=False).logits[0].float()  # (L, V)
+    ids = batch["input_ids"][0].to(logits.device)
+    logp_all = torch.log_softmax(logits, dim=-1)
+    nxt = torch.roll(ids, shifts=-1)
+    logp = logp_all.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+    mask = torch.roll(batch["loss_mask"][0].to(logits.device), shifts=-1).float()
+    mask[-1] = 0.0
+    logp = logp * (torch.arange(len(ids), device=logits.device) < len(ids) - 1)
+    if with_grad:
+        return logp, torch.zeros_like(logp), mask
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp.detach(), entropy.detach(), mask
+
+
+def turn_budget(duration: float | None, turns: dict[str, Any]) -> int:
+    """The episode's turn budget from ``env.turns``, as the verl agent loop (``rl/agent_loop.py``) sets it.
+
+    ``dynamic_by_duration``: ``min(min + floor(duration / seconds_per_extra_turn), max)``; otherwise ``max``
+    (the local trainer does not draw budgets at random, so a resumed run replays the same episodes).
+    """
+    low, high = int(turns.get("min", 5)), int(turns.get("max", 10))
+    if turns.get("dynamic_by_duration", True):
+        extra = (
+            0
+            if duration is None or not math.isfinite(duration)
+            else int(duration // float(turns.get("seconds_per_extra_turn", 60)))
+        )
+        return min(low + max(extra, 0), high)
+    return high
+
+
+def write_metrics(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
+    """Rewrite the CSV atomically (a resumed run drops rows of iterations it will redo)."""
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k, "") for k in columns})
+    tmp.replace(path)
+
+
+def read_metrics(path: Path, up_to: int) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as fh:
+        return [r for r in csv.DictReader(fh) if int(r["iteration"]) <= up_to]
+
+
+def append_rollouts(
+    path: Path, trajs: Sequence[Trajectory], rows: Sequence[TurnRow], weights: Any, it: int
+) -> None:
+    """Append the iteration's trajectories (``trajs[j]``'s rows have ``traj == j``), each with its turns' TAURA
+    weights in ``meta``, to a JSONL file (``python -m rl.turn_labels`` reads it: turn entropy vs discovery turns during training)."""
+    for j, traj in enumerate(trajs):
+        traj.meta["iteration"] = it
+        traj.meta["turn_weights"] = [float(weights[i]) for i, r in enumerate(rows) if r.traj == j]
+    with open(path, "a") as fh:
+        fh.writelines(t.model_dump_json() + "\n" for t in trajs)
+
+
+def truncate_rollouts(path: Path, up_to: int) -> None:
+    """Drop the rollouts of iterations after ``up_to`` (a resumed run redoes them)."""
+    if path.is_file():
+        keep = [
+            line
+            for line in path.read_text().splitlines()
+            if json.loads(line)["meta"].get("iteration", 0) <= up_to
+        ]
+        path.write_text("".join(line + "\n" for line in keep))

@@ -1,0 +1,275 @@
+"""The tiny agent's whole recipe in one command: data, teacher synthesis, SFT, held-out evaluation.
+
+    python -m rl.tiny_recipe --out runs/tiny_agent            # every stage; resumes where it stopped
+    python -m rl.tiny_recipe --out runs/tiny_agent --stages eval
+
+Why one command: a training framework is judged by whether a run produces an agent that gets
+better, and the claim must be reproducible end to end on a 2-core CPU. Stages (each skipped when
+its output exists, so a killed run continues; SFT itself resumes from its last checkpoint):
+
+1. ``data``: a training synthetic set (``--train-seed``, split ``train``), envs.synth.
+2. ``synth``: best-of-N offline teacher trajectories (``synth_teacher``), kept only when the answer
+   is right and the rule auditor passes every turn (``rl/synthesize.py``).
+3. ``export``: one SFT row per turn (``rl.sft_export``).
+4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts).
+5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``).
+6. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+   for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
+   the agent "blind" (the same tasks on copies of the media with black frames and silence of the
+   same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.jsonl import write_atomic
+
+REPO = Path(__file__).resolve().parents[1]
+STAGES = ("data", "synth", "export", "build", "sft", "eval")
+WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
+
+
+def _run(cmd: list[str], log: Path) -> None:
+    """Run one stage's command, its output appended to ``log``; a failure names the log."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print("+", " ".join(cmd), flush=True)
+    with open(log, "a") as fh:
+        fh.write("+ " + " ".join(cmd) + "\n")
+        fh.flush()
+        code = subprocess.run(cmd, cwd=str(REPO), stdout=fh, stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        raise SystemExit(f"stage failed (exit {code}): {' '.join(cmd)}; see {log}")
+
+
+def make_synth_set(out: Path, seed: int, n_videos: int, durations: list[float], split: str) -> Path:
+    from envs.synth import generate_benchmark
+
+    generate_benchmark(out, seed=seed, n_videos=n_videos, durations=durations, split=split)
+    return out / "tasks.jsonl"
+
+
+def blank_media(tasks_file: Path, out: Path) -> Path:
+    """Copies of every task's media with black frames and digital silence (same streams, durations
+    and timestamps), and a tasks file with the same ids pointing at them: the "blind" control."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [json.loads(line) for line in tasks_file.read_text().splitlines() if line.strip()]
+    done: dict[str, str] = {}
+    for row in rows:
+        src = Path(row["media"]) if Path(row["media"]).is_absolute() else tasks_file.parent / row["media"]
+        if str(src) not in done:
+            dst = out / src.name
+            if not dst.exists():
+                tmp = dst.with_name(".tmp-" + dst.name)
+                subprocess.run(
+                    ["ffmpeg", "-y", "-v", "error", "-i", str(src), "-map", "0",
+                     "-vf", "lutrgb=r=0:g=0:b=0", "-af", "volume=0", "-c:v", "libx264", "-c:a", "aac", str(tmp)],
+                    check=True,
+                )  # fmt: skip
+                tmp.rename(dst)
+            done[str(src)] = str(dst)
+        row["media"] = done[str(src)]
+    return write_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _eval_cmd(
+    args: argparse.Namespace, tasks: Path, out_dir: Path, policy: str, kwargs: dict[str, Any]
+) -> list[str]:
+    cmd = [
+        sys.executable, str(REPO / "scripts" / "eval.py"), "unfreeze=true", "benchmark.dataset=tasks",
+        f"benchmark.annotations={tasks}", "benchmark.name=tiny-heldout", "benchmark.dataset_kwargs={}",
+        f"policy.name={policy}", f"out_dir={out_dir}", "workers=1", "progress=false",
+        f"overlap_guard.train_set={args.out / 'synth_train' / 'tasks.jsonl'}",
+    ]  # fmt: skip
+    cmd += [f"+policy.kwargs.{k}={v}" for k, v in kwargs.items()]
+    if args.eval_limit:
+        cmd.append(f"limit={args.eval_limit}")
+    return cmd
+
+
+def well_formed(run_dir: Path) -> dict[str, float]:
+    """Turn-level rates from a run's trajectories: well-formed turns, turns that fetched media."""
+    turns = []
+    path = run_dir / "trajectories.jsonl"
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip():
+            turns.extend(json.loads(line).get("turns") or [])
+    bad = [t for t in turns if str(t.get("error") or "").startswith(WELL_FORMED_ERRORS)]
+    percepts = [t for t in turns if t.get("action_type") in ("get_frames", "get_audio", "get_clip")]
+    n = max(1, len(turns))
+    return {"turns_total": len(turns), "well_formed_rate": 1 - len(bad) / n, "percept_turn_rate": len(percepts) / n}
+
+
+def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[str, Any]]]:
+    """Every evaluated row: name -> (tasks file, run folder, policy, policy kwargs)."""
+    held, blind, runs = (
+        args.out / "synth_eval" / "tasks.jsonl",
+        args.out / "synth_blind" / "tasks.jsonl",
+        args.out / "eval",
+    )
+    agent = {"model": str(args.out / "agent"), "max_new_tokens": args.max_new_tokens, "device": "cpu"}
+    return {
+        "agent": (held, runs / "agent", "transformers", agent),
+        "agent_blind": (blind, runs / "agent_blind", "transformers", agent),
+        "uniform": (held, runs / "uniform", "uniform", {}),
+        "random": (held, runs / "random", "random", {}),
+        "random_weights": (held, runs / "random_weights", "transformers",
+                           {"model": "tiny", "max_new_tokens": args.max_new_tokens, "device": "cpu"}),
+    }  # fmt: skip
+
+
+def summarise(args: argparse.Namespace) -> dict[str, Any]:
+    """The results table (score CI, rates, frames, turns, by type) and the paired differences."""
+    from omniagent.eval.compare import load_run
+    from omniagent.eval.summary import paired_compare
+
+    table: dict[str, Any] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for name, (_, run_dir, _, _) in run_rows(args).items():
+        if not (run_dir / "results.jsonl").exists():
+            continue
+        summary, rows[name] = load_run(str(run_dir))
+        table[name] = {
+            "n": summary.get("n_scored", summary.get("n")),
+            "score": summary["score"],
+            "answer_rate": summary["answer_rate"],
+            "frames_used": summary["frames_used"],
+            "turns": summary["turns"],
+            "by_task_type": summary.get("metric_by_task_type"),
+            **well_formed(run_dir),
+        }
+    pairs = {}
+    for a, b in (
+        ("agent", "uniform"),
+        ("agent", "agent_blind"),
+        ("agent", "random"),
+        ("agent", "random_weights"),
+    ):
+        if a in rows and b in rows:
+            pairs[f"{a} - {b}"] = paired_compare(rows[a], rows[b], names=(a, b))
+    return {"table": table, "paired": pairs}
+
+
+def _fmt(ci: dict[str, Any] | None) -> str:
+    if not ci or ci.get("mean") is None:
+        return "-"
+    return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
+
+
+def _val(x: Any) -> float:
+    return float(x["mean"]) if isinstance(x, dict) else float(x or 0)
+
+
+def results_markdown(res: dict[str, Any]) -> str:
+    lines = ["| row | n | score [95% CI] | well-formed turns | answer rate | frames / q | turns / q |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for name, r in res["table"].items():
+        lines.append(
+            f"| {name} | {r['n']} | {_fmt(r['score'])} | {r['well_formed_rate']:.3f} | {_val(r['answer_rate']):.3f}"
+            f" | {_val(r['frames_used']):.1f} | {_val(r['turns']):.2f} |"
+        )
+    kinds = sorted({k for r in res["table"].values() for k in (r.get("by_task_type") or {})})
+    if kinds:
+        lines += ["", "| row | " + " | ".join(kinds) + " |", "| --- |" + " --- |" * len(kinds)]
+        for name, r in res["table"].items():
+            by = r.get("by_task_type") or {}
+            lines.append(f"| {name} | " + " | ".join(_fmt(by.get(k)) for k in kinds) + " |")
+    lines += ["", "| paired difference | n | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
+    for name, p in res["paired"].items():
+        lines.append(f"| {name} | {p['n_shared']} | {_fmt(p['overall'])} | {p['overall'].get('resolved')} |")
+    return "\n".join(lines) + "\n"
+
+
+def stage_eval(args: argparse.Namespace) -> None:
+    tasks = make_synth_set(args.out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
+    blank_media(tasks, args.out / "synth_blind")
+    for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
+        if name == "random_weights" and not args.eval_random_weights:
+            continue
+        start = time.monotonic()
+        _run(_eval_cmd(args, tasks_file, run_dir, policy, kwargs), args.out / "logs" / f"eval_{name}.log")
+        print(f"eval {name}: {time.monotonic() - start:.0f} s", flush=True)
+    res = summarise(args)
+    write_atomic(args.out / "results.json", json.dumps(res, indent=2))
+    write_atomic(args.out / "results.md", results_markdown(res))
+    print(results_markdown(res))
+
+
+def sft_command(args: argparse.Namespace) -> list[str]:
+    return [
+        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'init'}",
+        f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
+        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / 'sft'}", f"omni_sft.local.steps={args.steps}",
+        f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.lr={args.lr}",
+        "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
+        "omni_sft.local.log_every=25", f"omni_sft.local.warmup_steps={args.warmup_steps}",
+        "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={args.out / 'agent'}", f"trainer.seed={args.seed}",
+    ]  # fmt: skip
+
+
+def run_stages(args: argparse.Namespace) -> None:
+    out, logs = args.out, args.out / "logs"
+    train_tasks = out / "synth_train" / "tasks.jsonl"
+    kept, parquet = out / "sft_data" / "kept.jsonl", out / "sft_data" / "train.parquet"
+    for stage in args.stages:
+        start = time.monotonic()
+        if stage == "data":
+            make_synth_set(out / "synth_train", args.train_seed, args.train_videos, args.durations, "train")
+        elif stage == "synth" and not (out / "sft_data" / "summary.json").exists():
+            _run([sys.executable, str(REPO / "rl" / "synthesize.py"), f"data.tasks={train_tasks}",
+                  f"out_dir={out / 'sft_data'}", "teacher.backend=synth_teacher", f"n_samples={args.n_samples}",
+                  f"seed={args.seed}", "turn_budget.min=8", "turn_budget.max=16"], logs / "synth.log")  # fmt: skip
+        elif stage == "export" and not parquet.exists():
+            _run(
+                [sys.executable, "-m", "rl.sft_export", "--kept", str(kept), "--out", str(parquet)],
+                logs / "export.log",
+            )
+        elif stage == "build" and not (out / "init" / "config.json").exists():
+            from rl.tiny_agent import build_agent_thinker, corpus_texts
+
+            build_agent_thinker(out / "init", corpus_texts([parquet]), seed=args.seed)
+        elif stage == "sft" and not (out / "agent" / "config.json").exists():
+            _run(sft_command(args), logs / "sft.log")
+        elif stage == "eval":
+            stage_eval(args)
+        print(f"stage {stage}: {time.monotonic() - start:.0f} s", flush=True)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    p.add_argument("--train-seed", type=int, default=101, help="synthetic training set seed")
+    p.add_argument("--eval-seed", type=int, default=202, help="held-out set seed (other videos and tasks)")
+    p.add_argument("--train-videos", type=int, default=16)
+    p.add_argument("--eval-videos", type=int, default=4)
+    p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
+    p.add_argument("--n-samples", type=int, default=4, help="best-of-N teacher episodes per task")
+    p.add_argument("--steps", type=int, default=1500, help="SFT optimizer steps")
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--warmup-steps", type=int, default=50)
+    p.add_argument("--save-every", type=int, default=250)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=320)
+    p.add_argument("--eval-limit", type=int, default=0, help="first N held-out tasks only (0: all)")
+    p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
+    args = p.parse_args(argv)
+    args.out = args.out.resolve()
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    run_stages(parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,483 @@
+"""TAURA (or GRPO) in one process, on a CPU or one GPU: the reference trainer for small models.
+
+    python rl/train_local.py +exp=tiny local.train_tasks=runs/synth_train/tasks.jsonl \
+        local.eval_tasks=runs/synth_test/tasks.jsonl actor_rollout_ref.model.path=runs/tiny_sft/final
+    python rl/train_local.py +exp=tiny ... taura.mode=grpo          # the ablation
+
+verl cannot run on a CPU (no CPU device, NCCL hard-wired, rollout needs vLLM), so this file is the loop spelled
+out, readable top to bottom like CleanRL's ``ppo.py``. It composes the verl entry's own config
+(``conf/rl/taura.yaml`` + an experiment, plus the ``local:`` block of ``conf/rl/local/default.yaml``) and reads each
+algorithm setting from the key verl reads (see :class:`Args`). One iteration:
+
+1. **Rollout.** ``data.train_batch_size`` tasks, each played ``rollout.n`` times (one group) through
+   :class:`envs.env.OmniVideoEnv` and the transformers backend, sampling at ``rollout.temperature``.
+   Every turn is recorded as an SFT sample (:class:`TurnEncoder`, the builder of ``rl/sft_dataset.py``):
+   the context exactly as the environment showed it, the loss mask on that turn's output only.
+2. **Old log-probs.** One no-grad forward per turn row gives the behaviour policy's per-token log-prob and
+   entropy on exactly the tokens trained (as verl recomputes them with the actor; the rollout and training
+   model are the same weights in the same precision here, so verl's rollout importance correction is 1).
+3. **Advantages.** :func:`rl.taura.taura_advantages`: GRPO outcome advantage per trajectory, times the TAURA
+   turn weight (``taura.mode``: taura | grpo | ig | oracle).
+4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
+   clip ``clip_ratio_c``, ``loss_agg_mode`` token-mean) over mini-batches of ``actor.ppo_mini_batch_size`` x
+   ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``.
+5. **Log, eval, save.** A row of ``<run_dir>/metrics.csv``; a greedy held-out eval every ``local.eval_every``;
+   a complete, loadable checkpoint folder (:func:`rl.checkpoint.save_checkpoint`) with the optimizer state every
+   ``local.save_every``. Started again, the run resumes from the newest checkpoint (also after ``kill -9``):
+   task draws, episode seeds and sampling are seeded from ``(local.seed, iteration)``, so a resumed run repeats
+   exactly what an uninterrupted one would have done.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from envs.env import OmniVideoEnv
+from envs.limits import EnvLimits
+from envs.tasks import Task, load_tasks_jsonl
+from omniagent.episode import run_episode
+from omniagent.policy import Policy, TurnOutput
+from omniagent.trajectory import Trajectory
+from rl.checkpoint import latest_checkpoint, load_training_state, prune_checkpoints, save_checkpoint
+from rl.local_rollout import (
+    TurnEncoder,
+    TurnRow,
+    append_rollouts,
+    forward_stats,
+    read_metrics,
+    truncate_rollouts,
+    turn_budget,
+    write_metrics,
+)
+from rl.sft_step import collate
+from rl.taura import SCORE_MODES, taura_advantages, weight_stats
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
+TINY_RANDOM = "tiny"  # the transformers backend's name for the random tiny thinker (omniagent/tiny_model.py)
+
+
+# ====================================================================== 0. settings, each named once
+
+
+@dataclass
+class Args:
+    """Every knob of the run, with the shared-config key it is read from (verl reads the same key)."""
+
+    model: str  # actor_rollout_ref.model.path: checkpoint folder, or "tiny" for the random tiny thinker
+    group_size: int  # actor_rollout_ref.rollout.n: episodes per task (one GRPO group)
+    temperature: float  # actor_rollout_ref.rollout.temperature: rollout sampling temperature
+    top_p: float  # actor_rollout_ref.rollout.top_p
+    max_new_tokens: int  # data.max_response_length: tokens generated per turn
+    tasks_per_iteration: int  # data.train_batch_size: groups per iteration
+    lr: float  # actor_rollout_ref.actor.optim.lr
+    weight_decay: float  # actor_rollout_ref.actor.optim.weight_decay (AdamW)
+    betas: tuple[float, float]  # actor_rollout_ref.actor.optim.betas
+    grad_clip: float  # actor_rollout_ref.actor.grad_clip: max global grad norm
+    clip_low: float  # actor_rollout_ref.actor.clip_ratio_low: ratio floor 1 - clip_low
+    clip_high: float  # actor_rollout_ref.actor.clip_ratio_high: ratio ceiling 1 + clip_high
+    clip_c: float  # actor_rollout_ref.actor.clip_ratio_c: dual-clip bound for negative advantages
+    loss_agg_mode: str  # actor_rollout_ref.actor.loss_agg_mode: token-mean | seq-mean-token-mean
+    ppo_epochs: int  # actor_rollout_ref.actor.ppo_epochs: passes over each iteration's rows
+    mini_batch_rows: (
+        int  # actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n: turn rows per optimizer step
+    )
+    mode: str  # taura.mode: taura | grpo | ig | oracle (rl/taura.py)
+    std_eps: float  # taura.std_eps: added to the group reward std
+    entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
+    score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
+    norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo: false = centre rewards only (Dr.GRPO)
+    env: dict[str, Any]  # env.turns / env.limits / env.reward (as the verl agent loop reads them)
+    local: dict[str, Any] = field(default_factory=dict)  # local.* (conf/rl/local/default.yaml documents each)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> Args:
+        actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+        taura = cfg.taura
+        return cls(
+            model=str(cfg.actor_rollout_ref.model.path),
+            group_size=int(rollout.n),
+            temperature=float(rollout.temperature),
+            top_p=float(rollout.top_p),
+            max_new_tokens=int(cfg.data.max_response_length),
+            tasks_per_iteration=int(cfg.data.train_batch_size),
+            lr=float(actor.optim.lr),
+            weight_decay=float(actor.optim.weight_decay),
+            betas=tuple(float(b) for b in actor.optim.betas),  # type: ignore[arg-type]
+            grad_clip=float(actor.grad_clip),
+            clip_low=float(actor.clip_ratio_low),
+            clip_high=float(actor.clip_ratio_high),
+            clip_c=float(actor.clip_ratio_c),
+            loss_agg_mode=str(actor.loss_agg_mode),
+            ppo_epochs=int(actor.ppo_epochs),
+            mini_batch_rows=int(actor.ppo_mini_batch_size) * int(rollout.n),
+            mode=str(taura.mode),
+            std_eps=float(taura.std_eps),
+            entropy_eps=float(taura.entropy_eps),
+            score_floor=float(taura.get("score_floor", 1.0)),
+            norm_by_std=bool(cfg.algorithm.norm_adv_by_std_in_grpo),
+            env=OmegaConf.to_container(cfg.env, resolve=True),  # type: ignore[arg-type]
+            local=OmegaConf.to_container(cfg.local, resolve=True),  # type: ignore[arg-type]
+        )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Settings a resumed run must share with the run that saved the checkpoint."""
+        keep = {k: v for k, v in asdict(self).items() if k not in ("local", "model")}
+        keep["train_tasks"], keep["seed"] = str(self.local["train_tasks"]), int(self.local["seed"])
+        return json.loads(json.dumps(keep))
+
+
+# ====================================================================== 1. rollout
+
+
+class RecordingPolicy(Policy):
+    """Wraps the transformers policy and keeps, for every turn, the context it saw and what it wrote."""
+
+    name = "transformers"
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.turns = inner, []
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.inner.reset(info)
+
+    def act(self, messages: list[Any]) -> TurnOutput:
+        out = self.inner.act(messages)
+        self.turns.append((copy.deepcopy(messages), out))  # the env rewrites old percepts in place later
+        return out
+
+
+def play_group(
+    policy: Any, encoder: TurnEncoder, env: OmniVideoEnv, task: Task, args: Args, group: int, seed: int
+) -> tuple[list[Trajectory], list[TurnRow]]:
+    """``args.group_size`` episodes of one task; every turn becomes one training row."""
+    trajs, rows = [], []
+    budget = turn_budget(task.duration, args.env.get("turns") or {})
+    penalties = args.env.get("reward") or {}
+    for i in range(args.group_size):
+        recorder = RecordingPolicy(policy)
+        traj = run_episode(env, recorder, task.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i)
+        errors = sum(1 for t in traj.turns if t.error)
+        reward = traj.reward - float(penalties.get("format_error_penalty", 0.0)) * errors
+        reward -= 0.0 if traj.answered else float(penalties.get("no_answer_penalty", 0.0))
+        traj.meta["shaped_reward"] = reward
+        for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
+            item = encoder.encode(
+                [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
+            )
+            rows.append(TurnRow(item, group, group * args.group_size + i, k, reward, rec, context))
+        trajs.append(traj)
+    return trajs, rows
+
+
+def rollout(
+    policy: Any, encoder: TurnEncoder, env: OmniVideoEnv, tasks: list[Task], args: Args, seed: int, it: int
+) -> tuple[Any, list[Trajectory], list[TurnRow]]:
+    """Iteration ``it``'s groups: which tasks, their trajectories and turn rows (all seeded by seed and it)."""
+    rng = np.random.default_rng([seed, it])
+    n = args.tasks_per_iteration
+    picks = rng.choice(len(tasks), size=n, replace=n > len(tasks))
+    torch.manual_seed(seed * 1_000_003 + it)  # the transformers backend samples from torch's global generator
+    trajs, rows = [], []
+    for g, task_i in enumerate(picks):
+        t, r = play_group(policy, encoder, env, tasks[int(task_i)], args, g, seed=int(rng.integers(2**31)))
+        trajs += t
+        rows += r
+    return picks, trajs, rows
+
+
+# ====================================================================== 2-3. old log-probs and advantages
+
+
+def score_rows(model: Any, rows: list[TurnRow], pad_id: int) -> None:
+    """Fill each row's behaviour log-probs, entropies and (shifted) response mask, without gradients."""
+    model.eval()
+    with torch.no_grad():
+        for row in rows:
+            stats = forward_stats(model, collate([row.item], pad_id))
+            row.old_logp, row.entropy, row.mask = (t.cpu() for t in stats)  # advantages are computed on CPU
+
+
+def advantages(rows: list[TurnRow], args: Args, turn_scores: torch.Tensor | None) -> Any:
+    """TAURA (or GRPO/ig/oracle) per-token advantages over all rows, padded to the longest row."""
+    width = max(r.mask.shape[0] for r in rows)
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(t.float(), (0, width - t.shape[0]))
+
+    return taura_advantages(
+        entropy=torch.stack([pad(r.entropy) for r in rows]),
+        response_mask=torch.stack([pad(r.mask) for r in rows]),
+        rewards=torch.tensor([r.reward for r in rows]),
+        traj_index=torch.tensor([r.traj for r in rows]),
+        group_index=torch.tensor([r.group for r in rows]),
+        turn_index=torch.tensor([r.turn for r in rows]),
+        mode=args.mode,  # type: ignore[arg-type]
+        std_eps=args.std_eps,
+        entropy_eps=args.entropy_eps,
+        norm_by_std=args.norm_by_std,
+        turn_scores=turn_scores,
+        score_floor=args.score_floor,
+    )
+
+
+# ====================================================================== 4. PPO update
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, args: Args
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """verl's vanilla policy loss per token (dual clip included); also clipped flags and -log ratio."""
+    neg_kl = torch.clamp(logp - old_logp, -20.0, 20.0)
+    ratio = torch.exp(neg_kl)
+    loss1 = -adv * ratio
+    loss2 = -adv * torch.clamp(ratio, 1.0 - args.clip_low, 1.0 + args.clip_high)
+    clipped = torch.maximum(loss1, loss2)
+    dual = torch.minimum(-adv * args.clip_c, clipped)
+    loss = torch.where(adv < 0, dual, clipped)
+    return loss, (loss2 > loss1).float(), -neg_kl
+
+
+def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int) -> dict:
+    """``ppo_epochs`` passes over the rows in order, in mini-batches of ``mini_batch_rows`` turn rows (verl
+    counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    size = max(1, args.mini_batch_rows)
+    stats: dict[str, list[float]] = {"loss": [], "clipfrac": [], "approx_kl": [], "grad_norm": []}
+    model.train()
+    for _ in range(args.ppo_epochs):
+        for start in range(0, len(rows), size):
+            batch = list(range(start, min(start + size, len(rows))))
+            tokens = sum(float(rows[i].mask.sum()) for i in batch)
+            seqs = sum(1 for i in batch if rows[i].mask.sum() > 0)
+            opt.zero_grad(set_to_none=True)
+            total = clipfrac = kl = 0.0
+            for i in batch:
+                row = rows[i]
+                logp, _, mask = forward_stats(model, collate([row.item], pad_id), with_grad=True)
+                old, row_adv = row.old_logp.to(logp.device), adv[i, : mask.shape[0]].to(logp.device)
+                loss, was_clipped, neg_log_ratio = ppo_clip_loss(logp, old, row_adv, args)
+                if args.loss_agg_mode == "token-mean":
+                    row_loss = (loss * mask).sum() / max(tokens, 1.0)
+                elif args.loss_agg_mode == "seq-mean-token-mean":
+                    row_loss = (loss * mask).sum() / max(float(mask.sum()), 1.0) / max(seqs, 1)
+                else:
+                    raise ValueError(
+                        f"loss_agg_mode {args.loss_agg_mode!r}: use token-mean or seq-mean-token-mean"
+                    )
+                row_loss.backward()
+                total += float(row_loss.detach())
+                clipfrac += float((was_clipped * mask).sum()) / max(tokens, 1.0)
+                kl += float((neg_log_ratio.detach() * mask).sum()) / max(tokens, 1.0)
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+            opt.step()
+            for key, value in zip(stats, (total, clipfrac, kl, float(grad_norm)), strict=True):
+                stats[key].append(value)
+    model.eval()
+    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+
+
+# ====================================================================== 5. eval, metrics, checkpoints
+
+
+def evaluate(policy: Any, env: OmniVideoEnv, tasks: list[Task], args: Args) -> float:
+    """Mean environment reward of one greedy episode per held-out task."""
+    sampling = policy.generation_config
+    policy.generation_config = copy.deepcopy(sampling)
+    policy.generation_config.do_sample, policy.generation_config.top_p = False, 1.0
+    try:
+        rewards = []
+        for j, task in enumerate(tasks):
+            budget = turn_budget(task.duration, args.env.get("turns") or {})
+            traj = run_episode(env, policy, task.env_options(budget), episode_id=f"eval-{j}", seed=j)
+            rewards.append(traj.reward)
+    finally:
+        policy.generation_config = sampling
+    return float(np.mean(rewards)) if rewards else float("nan")
+
+
+METRICS = (
+    "iteration", "reward_mean", "reward_std", "answered", "valid_turns", "turns", "frames",
+    "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
+    "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "param_delta", "eval_reward",
+    "seconds",
+)  # fmt: skip
+
+
+def rollout_metrics(trajs: list[Trajectory], rows: list[TurnRow], adv: Any) -> dict[str, float]:
+    """Reward, turn and TAURA-weight statistics of one iteration's rollouts."""
+    rewards = np.array([t.meta["shaped_reward"] for t in trajs], dtype=float)
+    ent = adv.turn_entropy[adv.valid]
+    weights = weight_stats(adv.weights, adv.valid)
+    return {
+        "reward_mean": float(rewards.mean()),
+        "reward_std": float(rewards.std()),
+        "answered": float(np.mean([t.answered for t in trajs])),
+        "valid_turns": float(np.mean([r.record.error is None for r in rows])),
+        "turns": float(np.mean([t.num_turns for t in trajs])),
+        "frames": float(np.mean([t.frames_used for t in trajs])),
+        "entropy_turn_mean": float(ent.mean()) if ent.numel() else 0.0,
+        "entropy_turn_std": float(ent.std(unbiased=False)) if ent.numel() else 0.0,
+        **{f"weight_{k}": v for k, v in weights.items()},
+        "adv_abs_mean": float(adv.advantages.abs().sum()) / max(sum(float(r.mask.sum()) for r in rows), 1.0),
+        "adv_finite": float(bool(torch.isfinite(adv.advantages).all())),
+    }
+
+
+def load_policy(model: str, args: Args) -> Any:
+    """The transformers policy that samples rollouts; its ``.model`` is the network being trained."""
+    from omniagent.backends.transformers_backend import TransformersPolicy
+
+    policy = TransformersPolicy(
+        model=model, device=str(args.local.get("device", "auto")), dtype="float32", seed=int(args.local["seed"]),
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+    )  # fmt: skip
+    return policy
+
+
+def resume_point(args: Args, ckpt_root: Path) -> tuple[Path | None, dict[str, Any] | None]:
+    """The newest checkpoint to continue from (None when starting afresh); refuses one from other settings."""
+    folder = latest_checkpoint(ckpt_root) if args.local.get("resume", True) else None
+    if folder is None:
+        return None, None
+    state = load_training_state(folder)
+    if state.get("fingerprint") != args.fingerprint():
+        raise ValueError(
+            f"{folder} was saved with other settings; set local.resume=false or another local.run_dir"
+        )
+    return folder, state
+
+
+def save(policy: Any, opt: Any, args: Args, ckpt_root: Path, iteration: int) -> None:
+    state = {"iteration": iteration, "optimizer": opt.state_dict(), "fingerprint": args.fingerprint()}
+    save_checkpoint(policy.model, policy.processor, ckpt_root / f"step-{iteration:06d}", state)
+    prune_checkpoints(ckpt_root, int(args.local.get("keep_checkpoints", 2)))
+
+
+# ====================================================================== the loop
+
+
+def train(cfg: DictConfig) -> Path:
+    """Run (or resume) the training described by ``cfg``; returns the metrics CSV path."""
+    from tqdm import tqdm
+
+    args = Args.from_config(cfg)
+    local = args.local
+    run_dir = Path(str(local["run_dir"]))
+    ckpt_root, metrics_path = run_dir / "checkpoints", run_dir / "metrics.csv"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resume_dir, state = resume_point(args, ckpt_root)
+    policy = load_policy(str(resume_dir) if resume_dir else args.model, args)
+    model = policy.model
+    encoder = TurnEncoder(
+        policy.processor, model.config, policy.use_audio_in_video, policy.image_pixels, policy.video_pixels
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay)
+    start = 0
+    if state is not None:
+        opt.load_state_dict(state["optimizer"])
+        start = int(state["iteration"])
+        print(json.dumps({"resumed_from": str(resume_dir), "iteration": start}), flush=True)
+    history = read_metrics(metrics_path, start)
+    truncate_rollouts(run_dir / "rollouts.jsonl", start)
+
+    env = OmniVideoEnv(limits=EnvLimits(**(args.env.get("limits") or {})))
+    train_tasks = load_tasks_jsonl(str(local["train_tasks"]))
+    eval_tasks = load_tasks_jsonl(str(local["eval_tasks"])) if local.get("eval_tasks") else []
+    eval_tasks = eval_tasks[: int(local.get("max_eval_tasks", len(eval_tasks)))]
+    seed, iterations = int(local["seed"]), int(local["iterations"])
+    bar = tqdm(
+        range(start, iterations), initial=start, total=iterations, disable=not local.get("progress", True)
+    )
+    for it in bar:
+        t0 = time.perf_counter()
+        # 1. rollout: groups of episodes per task, drawn and sampled from seeds fixed by (seed, iteration)
+        picks, trajs, rows = rollout(policy, encoder, env, train_tasks, args, seed, it)
+        # 2-3. behaviour log-probs and entropies on exactly the trained tokens, then advantages
+        score_rows(model, rows, encoder.pad_id)
+        turn_scores = rl_turn_scores(policy, encoder, rows, train_tasks, picks, args)
+        adv = advantages(rows, args, turn_scores)
+        append_rollouts(run_dir / "rollouts.jsonl", trajs, rows, adv.weights, it + 1)
+        # 4. PPO-clip update
+        before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
+        losses = update(model, opt, rows, adv.advantages, args, encoder.pad_id)
+        after = [p.detach() for p in model.parameters() if p.requires_grad]
+        delta = math.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(after, before, strict=True)))
+        # 5. log, eval, save
+        row = {"iteration": it + 1, **rollout_metrics(trajs, rows, adv), **losses, "param_delta": delta}
+        last = it + 1 == iterations
+        every = int(local.get("eval_every") or 0)
+        if eval_tasks and ((every and (it + 1) % every == 0) or last):
+            row["eval_reward"] = evaluate(policy, env, eval_tasks, args)
+        row["seconds"] = time.perf_counter() - t0
+        history.append(row)
+        write_metrics(metrics_path, history, METRICS)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", turns=f"{row['turns']:.1f}")
+        save_every = int(local.get("save_every") or 0)
+        if last or (save_every and (it + 1) % save_every == 0):
+            save(policy, opt, args, ckpt_root, it + 1)
+    env.close()
+    save_checkpoint(model, policy.processor, run_dir / "final")
+    return metrics_path
+
+
+def rl_turn_scores(
+    policy: Any, encoder: TurnEncoder, rows: list[TurnRow], tasks: list[Task], picks: Any, args: Args
+) -> torch.Tensor | None:
+    """Per-row turn scores for ``mode=ig`` (answer-entropy drop) and ``mode=oracle`` (evidence overlap)."""
+    if args.mode not in SCORE_MODES:
+        return None
+    from rl.info_gain import information_gains
+    from rl.turn_labels import overlaps_evidence
+
+    if args.mode == "oracle":
+        return torch.tensor(
+            [float(overlaps_evidence(r.record, tasks[int(picks[r.group])].evidence or [])) for r in rows]
+        )
+    scores = torch.zeros(len(rows))
+    for traj in sorted({r.traj for r in rows}):
+        index = [i for i, r in enumerate(rows) if r.traj == traj]  # already in turn order
+        task = tasks[int(picks[rows[index[0]].group])]
+        scores[index] = torch.tensor(information_gains(policy.model, encoder, [rows[i] for i in index], task))
+    return scores
+
+
+LOCAL_GROUP = "+local=default"  # conf/rl/local/default.yaml: the `local:` block (verl's entry never loads it)
+
+
+def compose_config(overrides: list[str]) -> DictConfig:
+    """The config ``python rl/train_local.py OVERRIDES`` trains with (for tests and notebooks)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        return compose("taura", overrides=[LOCAL_GROUP, *overrides])
+
+
+def main() -> None:
+    """Hydra entry on verl's own primary config (``conf/rl/taura.yaml``) plus the ``local`` group."""
+    import sys
+
+    import hydra
+
+    if not any(a.lstrip("+").startswith("local=") for a in sys.argv[1:]):
+        sys.argv.insert(1, LOCAL_GROUP)
+
+    @hydra.main(config_path=str(CONF_DIR), config_name="taura", version_base=None)
+    def _run(cfg: DictConfig) -> None:
+        print(f"metrics: {train(cfg)}", flush=True)
+
+    _run()
+
+
+if __name__ == "__main__":
+    main()

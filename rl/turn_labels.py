@@ -1,0 +1,150 @@
+"""Ground-truth turn labels on synthetic tasks, and how well turn entropy ranks the discovery turns.
+
+TAURA's premise is that a turn's mean token entropy marks the turns where the agent found what it needed (the
+paper's Appendix C: 79.2% agreement with forks labelled by another model). Synthetic tasks know their evidence
+intervals, so every turn can be labelled exactly:
+
+- a turn's percept **overlaps** the evidence when a served frame's timestamp lies inside an evidence interval
+  (``get_frames``: frames are instants), or when the served span ``[start, end]`` of a ``get_audio`` /
+  ``get_clip`` intersects one (the span is the served timestamps' range when the environment reports them,
+  else the request's ``start``/``end``); turns without a percept (answers, rejected output) never overlap;
+- the **discovery turn** of a trajectory is the first turn whose percept overlaps the evidence (at most one per
+  trajectory; trajectories that never look at the evidence have none).
+
+:func:`entropy_auroc` reports the AUROC of turn entropy as a score for "is the discovery turn" over every turn
+with a percept, with a bootstrap CI that resamples whole trajectories (turns of one trajectory are not
+independent)::
+
+    python -m rl.turn_labels --trajectories runs/eval/trajectories.jsonl --tasks runs/synth_test/tasks.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envs.tasks import load_tasks_jsonl
+from omniagent.trajectory import Trajectory, TurnRecord, load_trajectories
+
+PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
+
+
+def percept_spans(turn: TurnRecord) -> list[tuple[float, float]]:
+    """What the turn's percept covered: one zero-length span per frame, or one span for audio/clip."""
+    if turn.error or turn.action_type not in PERCEPT_ACTIONS:
+        return []
+    times = [float(t) for t in turn.timestamps]
+    if turn.action_type == "get_frames":
+        return [(t, t) for t in times]
+    if times:
+        return [(min(times), max(times))]
+    action = turn.action or {}
+    if "start" in action and "end" in action:
+        return [(float(action["start"]), float(action["end"]))]
+    return []
+
+
+def overlaps_evidence(turn: TurnRecord, evidence: Sequence[Sequence[float]]) -> bool:
+    """True when the turn's percept touches any evidence interval (closed intervals)."""
+    return any(s <= float(e1) and float(e0) <= e for s, e in percept_spans(turn) for e0, e1 in evidence)
+
+
+def discovery_labels(traj: Trajectory, evidence: Sequence[Sequence[float]]) -> list[int]:
+    """1 on the trajectory's first turn whose percept overlaps the evidence, 0 on every other turn."""
+    labels = [0] * len(traj.turns)
+    for k, turn in enumerate(traj.turns):
+        if overlaps_evidence(turn, evidence):
+            labels[k] = 1
+            break
+    return labels
+
+
+def auroc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Area under the ROC curve: P(score of a random positive > a random negative), ties counting 1/2.
+
+    NaN when either class is empty.
+    """
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    pos, neg = s[y], s[~y]
+    if pos.size == 0 or neg.size == 0:
+        return float("nan")
+    greater = (pos[:, None] > neg[None, :]).sum()
+    ties = (pos[:, None] == neg[None, :]).sum()
+    return float((greater + 0.5 * ties) / (pos.size * neg.size))
+
+
+def cluster_bootstrap_auroc(
+    scores: Sequence[float], labels: Sequence[int], clusters: Sequence[Any], n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """AUROC with a 95% percentile CI from resampling whole clusters (trajectories) with replacement."""
+    s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=int)
+    _, cl = np.unique(np.asarray([str(c) for c in clusters]), return_inverse=True)
+    members = [np.flatnonzero(cl == c) for c in range(cl.max() + 1)] if len(cl) else []
+    rng = np.random.default_rng(seed)
+    stats = []
+    for _ in range(n_boot if members else 0):
+        idx = np.concatenate([members[c] for c in rng.integers(len(members), size=len(members))])
+        value = auroc(s[idx], y[idx])
+        if not np.isnan(value):
+            stats.append(value)
+    point = auroc(s, y)
+    if not stats:
+        return point, float("nan"), float("nan")
+    return point, float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def entropy_auroc(
+    trajectories: Sequence[Trajectory], evidence_by_task: dict[str, Any], n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """How well turn entropy ranks discovery turns among all percept turns with an entropy.
+
+    ``evidence_by_task`` maps ``(media, question)`` keys (:func:`task_key`) to evidence intervals; trajectories
+    of tasks without evidence are skipped.
+    """
+    scores, labels, clusters = [], [], []
+    for j, traj in enumerate(trajectories):
+        evidence = evidence_by_task.get(task_key(traj.media, traj.question))
+        if not evidence:
+            continue
+        for turn, label in zip(traj.turns, discovery_labels(traj, evidence), strict=True):
+            if turn.entropy is None or not percept_spans(turn):
+                continue
+            scores.append(float(turn.entropy))
+            labels.append(label)
+            clusters.append(f"{j}:{traj.id}")
+    point, low, high = cluster_bootstrap_auroc(scores, labels, clusters, n_boot, seed)
+    return {
+        "auroc": point,
+        "ci95": [low, high],
+        "turns": len(labels),
+        "discovery_turns": int(sum(labels)),
+        "trajectories": len(set(clusters)),
+    }
+
+
+def task_key(media: str, question: str) -> str:
+    return f"{media}\x00{question}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.turn_labels", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trajectories", required=True, nargs="+", help="trajectory JSONL file(s)")
+    parser.add_argument(
+        "--tasks", required=True, nargs="+", help="the tasks JSONL(s) with evidence intervals"
+    )
+    parser.add_argument("--n-boot", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    evidence = {task_key(t.media, t.question): t.evidence for p in args.tasks for t in load_tasks_jsonl(p)}
+    trajs = [t for p in args.trajectories for t in load_trajectories(p)]
+    print(json.dumps(entropy_auroc(trajs, evidence, args.n_boot, args.seed)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The overlap guard sees content: the same media re-encoded, resized or remuxed still overlaps
+(omniagent/eval/overlap.py content fingerprints); other media do not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from media_factory import make_audio
+
+from envs.synth import generate_benchmark
+from envs.tasks import Task
+from omniagent.eval.overlap import CONTENT_THRESHOLD, OverlapError, check_overlap, content_fingerprint, guard
+
+SMALL = {"width": 112, "height": 64, "fps": 2}
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Task]]:
+    root = tmp_path_factory.mktemp("overlap")
+    return {
+        "train": generate_benchmark(root / "a", seed=0, n_videos=2, durations=[20.0], config=SMALL),
+        "bigger": generate_benchmark(
+            root / "b", seed=0, n_videos=2, durations=[20.0], config={**SMALL, "width": 160, "height": 96}
+        ),  # fmt: skip
+        "other": generate_benchmark(root / "c", seed=1, n_videos=2, durations=[20.0], config=SMALL),
+    }
+
+
+def media_of(tasks: list[Task]) -> list[str]:
+    return sorted({t.media for t in tasks})
+
+
+def test_regenerated_at_another_resolution_is_detected(synth: dict[str, list[Task]]) -> None:
+    train, bigger = synth["train"], synth["bigger"]
+    assert check_overlap(train, bigger, content=False).media == {}  # the bytes differ: blind before
+    report = check_overlap(train, bigger)
+    assert [Path(m["eval"]).name for m in report.content] == [Path(m).name for m in media_of(bigger)]
+    assert all(float(m["distance"]) <= CONTENT_THRESHOLD for m in report.content)
+    assert len(report.media) == 2 and len(report.pairs) >= 17  # every question on the same content
+    assert "same content, other bytes" in report.describe()
+    with pytest.raises(OverlapError, match="2 shared media file"):
+        guard(train, bigger)
+
+
+def test_other_videos_are_not_matched(synth: dict[str, list[Task]]) -> None:
+    report = check_overlap(synth["train"], synth["other"])
+    assert report.content == [] and report.media == {} and report.pairs == {}
+    a = content_fingerprint(media_of(synth["train"])[0])
+    for path in media_of(synth["other"]):
+        assert a.distance(content_fingerprint(path)) > 2 * CONTENT_THRESHOLD
+
+
+def test_reencoded_resized_and_remuxed_video_matches(synth: dict[str, list[Task]], tmp_path: Path) -> None:
+    src = media_of(synth["train"])[0]
+    out = tmp_path / "copy.mkv"  # another container, codec quality, size and frame rate
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-y", "-i", src, "-c:v", "libx264", "-crf", "38", "-vf", "scale=96:54",
+         "-r", "5", "-c:a", "aac", "-b:a", "32k", str(out)],
+        check=True,
+    )  # fmt: skip
+    d = content_fingerprint(src).distance(content_fingerprint(out))
+    assert d is not None and d <= CONTENT_THRESHOLD
+    trimmed = tmp_path / "trimmed.mp4"  # 5 s shorter: another duration is other media
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-y", "-i", src, "-t", "15", "-c", "copy", str(trimmed)], check=True
+    )
+    assert content_fingerprint(src).distance(content_fingerprint(trimmed)) is None
+
+
+def test_audio_only_files_match_by_their_loudness_envelope(tmp_path: Path) -> None:
+    bursts = [(3.0, 1.0, 1000.0), (9.5, 0.5, 2000.0), (15.0, 2.0, 500.0)]
+    wav = make_audio(tmp_path / "a.wav", duration=20.0, bursts=bursts)
+    m4a = make_audio(tmp_path / "a.m4a", duration=20.0, bursts=bursts)  # re-encoded (AAC)
+    other = make_audio(tmp_path / "b.wav", duration=20.0, bursts=[(6.0, 1.0, 1000.0), (13.0, 3.0, 700.0)])
+    same = content_fingerprint(wav).distance(content_fingerprint(m4a))
+    assert same is not None and same <= CONTENT_THRESHOLD
+    assert content_fingerprint(wav).distance(content_fingerprint(other)) > 2 * CONTENT_THRESHOLD
+    task = {"question": "How many tones?", "task_type": "num", "answer": 3.0}
+    train = [Task(id="t", media=str(wav), **task)]
+    report = check_overlap(train, [Task(id="e", media=str(m4a), **task)])
+    assert len(report.content) == 1 and len(report.pairs) == 1

@@ -1,0 +1,104 @@
+"""The tiny agent's recipe: sizing helpers, the blind control's media, and a minutes-sized run of the
+whole pipeline (synthetic data -> offline teacher -> per-turn export -> agent build -> SFT on a fixed
+seed) whose loss falls and whose saved folder loads and plays an episode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rl.local_sft import lr_at, sample_indices
+from rl.tiny_agent import mrope_section
+from rl.tiny_recipe import blank_media, parse_args, results_markdown, run_stages, well_formed
+
+
+def test_sample_order_is_a_per_epoch_permutation() -> None:
+    n, bs = 7, 2
+    order = [i for step in range(7) for i in sample_indices(step, bs, n, seed=3, repeat=False)]
+    assert sorted(order[:7]) == list(range(7)) and sorted(order[7:14]) == list(range(7))
+    assert order[:7] != order[7:14]  # reshuffled each epoch
+    assert order == [i for step in range(7) for i in sample_indices(step, bs, n, seed=3, repeat=False)]
+    assert sample_indices(5, 3, n, seed=0, repeat=True) == [0, 1, 2]
+
+
+def test_lr_schedule_and_rope_split() -> None:
+    assert lr_at(0, 100, 1.0, 10, True) == pytest.approx(0.1)
+    assert lr_at(10, 100, 1.0, 10, True) == pytest.approx(1.0)
+    assert lr_at(99, 100, 1.0, 10, True) == pytest.approx(0.1, abs=1e-3)
+    assert lr_at(99, 100, 1.0, 10, False) == 1.0
+    assert mrope_section(32) == [4, 6, 6] and mrope_section(128) == [16, 24, 24]  # Qwen2.5-Omni-7B's
+    assert sum(mrope_section(16)) == 8
+
+
+def _probe(path: Path, what: str) -> list[str]:
+    cmd = ["ffprobe", "-v", "error", "-show_entries", what, "-of", "csv=p=0", str(path)]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_blind_media_are_black_and_silent_with_the_same_timeline(video_path: Path, tmp_path: Path) -> None:
+    from envs.media import MediaSource
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "media": str(video_path), "question": "q", "task_type": "num",
+                                 "answer": 2.0}) + "\n")  # fmt: skip
+    out = blank_media(tasks, tmp_path / "blind")
+    row = json.loads(out.read_text())
+    blind = Path(row["media"])
+    assert row["id"] == "a" and blind.parent == tmp_path / "blind"
+    src_d = float(_probe(video_path, "format=duration")[0])
+    assert float(_probe(blind, "format=duration")[0]) == pytest.approx(src_d, abs=0.1)
+    with MediaSource(str(blind)) as media:
+        frames = media.frames(1.0, 12.0, 4)
+        audio = media.audio(2.0, 14.0)
+    assert len(frames) == 4 and all(int(f.image.max()) <= 16 for f in frames)  # black (codec noise allowed)
+    assert float(np.abs(audio).max()) < 1e-3  # the tone bursts at 3 s and 12 s are gone
+    with MediaSource(str(video_path)) as media:
+        assert float(np.abs(media.audio(2.0, 14.0)).max()) > 0.05
+        assert int(media.frames(1.0, 12.0, 4)[0].image.max()) > 50
+
+
+def test_well_formed_and_markdown(tmp_path: Path) -> None:
+    turns = [{"error": None, "action_type": "get_frames"}, {"error": "format_not_json", "action_type": None},
+             {"error": "video_out_of_range", "action_type": "get_clip"}, {"error": None, "action_type": "answer"}]  # fmt: skip
+    (tmp_path / "trajectories.jsonl").write_text(json.dumps({"turns": turns}) + "\n")
+    rates = well_formed(tmp_path)
+    assert rates == {"turns_total": 4, "well_formed_rate": 0.75, "percept_turn_rate": 0.5}
+    ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
+    res = {"table": {"agent": {"n": 4, "score": ci, "answer_rate": ci, "frames_used": 3.0, "turns": 2.0,
+                               "by_task_type": {"mcq": ci}, **rates}},
+           "paired": {"agent - uniform": {"n_shared": 4, "overall": {**ci, "resolved": True}}}}  # fmt: skip
+    md = results_markdown(res)
+    assert "| agent | 4 | 0.500 [0.250, 0.750] | 0.750 | 0.500 | 3.0 | 2.00 |" in md
+    assert "| agent - uniform | 4 | 0.500 [0.250, 0.750] | True |" in md and "| mcq |" in md
+
+
+@pytest.mark.slow
+def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> None:
+    from envs.env import OmniVideoEnv
+    from omniagent.checkpoint import check_checkpoint
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    args = parse_args(["--out", str(tmp_path / "r"), "--train-videos", "1", "--durations", "60",
+                       "--n-samples", "2", "--steps", "12", "--warmup-steps", "2", "--save-every", "6",
+                       "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft"])  # fmt: skip
+    run_stages(args)
+    log = (args.out / "logs" / "sft.log").read_text()
+    losses = [json.loads(x)["losses"] for x in log.splitlines() if x.startswith('{"samples"')][0]
+    assert len(losses) == 12 and np.mean(losses[-4:]) < np.mean(losses[:4])
+    agent = check_checkpoint(args.out / "agent")
+    task = json.loads((args.out / "synth_train" / "tasks.jsonl").read_text().splitlines()[0])
+    task["media"] = str(args.out / "synth_train" / task["media"])
+    policy = make_policy("transformers", model=str(agent), max_new_tokens=48, device="cpu")
+    env = OmniVideoEnv(limits={"max_side": 128})
+    try:
+        traj = run_episode(env, policy, {**task, "max_turns": 2})
+    finally:
+        env.close()
+        policy.close()
+    assert len(traj.turns) >= 1 and all(t.raw_text is not None for t in traj.turns)
+    assert traj.turns[0].completion_tokens and traj.turns[0].context_tokens

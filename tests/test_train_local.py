@@ -1,0 +1,251 @@
+"""The single-process TAURA trainer (rl/train_local.py) on the tiny thinker: shared settings, the PPO loss, the
+per-turn samples, resume after SIGKILL, and a CI-sized run that learns from its rewards."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from envs.env import OmniVideoEnv
+from envs.tasks import load_tasks_jsonl, save_tasks_jsonl
+from omniagent.checkpoint import check_checkpoint
+from omniagent.episode import run_episode
+from omniagent.policy import make_policy
+from omniagent.trajectory import Trajectory
+from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
+from rl.info_gain import answer_entropy, information_gains
+from rl.local_rollout import TurnEncoder, TurnRow
+from rl.train_local import Args, RecordingPolicy, compose_config, evaluate, load_policy, ppo_clip_loss, train
+
+ROOT = Path(__file__).resolve().parents[1]
+# A tiny-scale run: 1-2 groups of 2-4 episodes, 2 turns each, short outputs.
+SMALL = ["+exp=tiny", "data.train_batch_size=1", "actor_rollout_ref.rollout.n=2", "data.max_response_length=16",
+         "actor_rollout_ref.actor.ppo_mini_batch_size=1", "env.turns.min=2", "env.turns.max=2",
+         "local.progress=false"]  # fmt: skip
+
+
+def _synth(out: Path, seed: int, n: int) -> Path:
+    cmd = [sys.executable, "-m", "envs.synth", "--out", str(out), "--seed", str(seed), "--n", str(n),
+           "--durations", "30"]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, timeout=300)
+    return out / "tasks.jsonl"
+
+
+def _mcq(tasks: Path, out: Path) -> Path:
+    save_tasks_jsonl([t for t in load_tasks_jsonl(tasks) if t.task_type == "mcq"], out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("synth_train")
+    return _mcq(_synth(root / "s1", seed=1, n=1), root / "mcq.jsonl")
+
+
+@pytest.fixture(scope="module")
+def cfg_tiny(train_tasks: Path):
+    return compose_config([*SMALL, "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}"])
+
+
+def test_args_are_read_from_the_keys_verl_reads(cfg_tiny, train_tasks: Path) -> None:
+    args = Args.from_config(cfg_tiny)
+    actor = cfg_tiny.actor_rollout_ref.actor
+    assert (args.clip_low, args.clip_high, args.clip_c) == (actor.clip_ratio_low, actor.clip_ratio_high,
+                                                            actor.clip_ratio_c)  # fmt: skip
+    assert args.lr == actor.optim.lr and args.group_size == cfg_tiny.actor_rollout_ref.rollout.n == 2
+    assert args.mode == cfg_tiny.taura.mode == "taura" and args.max_new_tokens == 16
+    assert args.norm_by_std is cfg_tiny.algorithm.norm_adv_by_std_in_grpo
+    big = Args.from_config(compose_config(["+exp=7b", "taura.mode=grpo", f"local.train_tasks={train_tasks}"]))
+    assert big.group_size == 8 and big.mode == "grpo" and big.clip_high == 0.3  # the 7B recipe's settings
+
+
+def test_ppo_clip_loss_matches_verl_vanilla_hand_values(cfg_tiny) -> None:
+    args = Args.from_config(cfg_tiny)  # clip 0.2 / 0.28, dual clip 3
+    old = torch.zeros(4)
+    logp = torch.log(torch.tensor([1.5, 0.5, 1.1, 10.0]))
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    loss, clipped, _ = ppo_clip_loss(logp, old, adv, args)
+    # ratio 1.5 with A>0 is cut to 1.28; ratio 0.5 with A>0 is not (min is taken over -A*r);
+    # ratio 1.1 with A<0 is inside; ratio 10 with A<0 is capped by the dual clip at 3
+    assert torch.allclose(loss, torch.tensor([-1.28, -0.5, 1.1, 3.0]), atol=1e-5)
+    assert clipped.tolist() == [1.0, 0.0, 0.0, 0.0]  # verl's clipfrac counts the PPO clip, not the dual clip
+
+
+@pytest.fixture(scope="module")
+def oracle_turns(train_tasks: Path):
+    """Contexts and outputs of a looking oracle (frames, then the answer) on one training task, with the
+    tiny random policy and its encoder."""
+    policy = make_policy("transformers", model="tiny", dtype="float32", max_new_tokens=8)
+    encoder = TurnEncoder(policy.processor, policy.model.config)
+    task = load_tasks_jsonl(train_tasks)[0]
+    recorder = RecordingPolicy(make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2))
+    traj = run_episode(OmniVideoEnv(), recorder, task.env_options(4))
+    rows = []
+    for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=True)):
+        item = encoder.encode(
+            [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
+        )
+        rows.append(TurnRow(item, 0, 0, k, traj.reward, rec, context))
+    return policy, encoder, task, traj, rows
+
+
+def test_turn_samples_train_exactly_the_turns_output(oracle_turns) -> None:
+    policy, encoder, _, traj, rows = oracle_turns
+    assert traj.answered and len(rows) >= 2 and rows[0].record.action_type == "get_frames"
+    for row, turn in zip(rows, traj.turns, strict=True):
+        ids, mask = row.item["input_ids"], row.item["loss_mask"].bool()
+        assert encoder.tokenizer.decode(ids[mask]) == turn.raw_text + "<|im_end|>"
+        assert not mask[: int(torch.nonzero(mask).min())].any()  # the context itself is never trained
+    assert "pixel_values" in rows[1].item.get("multi_modal_inputs", {}) or "pixel_values_videos" in rows[
+        1
+    ].item.get("multi_modal_inputs", {})  # the turn after the frames request sees the frames
+
+
+def test_information_gain_is_an_answer_entropy_difference(oracle_turns) -> None:
+    policy, encoder, task, _, rows = oracle_turns
+    before = answer_entropy(policy.model, encoder, rows[0].context, task)
+    after = answer_entropy(policy.model, encoder, rows[1].context, task)
+    assert 0.0 <= min(before, after) and max(before, after) <= math.log(len(task.choices)) + 1e-6
+    gains = information_gains(policy.model, encoder, rows, task)
+    assert gains[0] == pytest.approx(before - after) and gains[-1] == 0.0  # the answer turn has no percept
+
+
+@pytest.mark.parametrize("mode", ["grpo", "oracle", "ig"])
+def test_one_iteration_per_weight_mode_logs_its_turn_weights(
+    train_tasks: Path, tmp_path: Path, mode: str
+) -> None:
+    cfg = compose_config([*SMALL, "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}",
+                          f"taura.mode={mode}", "local.iterations=1", f"local.run_dir={tmp_path}"])  # fmt: skip
+    (row,) = _read(train(cfg))
+    assert row["adv_finite"] == "1.0" and float(row["weight_mean"]) == pytest.approx(1.0, abs=1e-5)
+    trajs = [
+        Trajectory.model_validate_json(line)
+        for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()
+    ]
+    assert len(trajs) == 2 and all(len(t.meta["turn_weights"]) == t.num_turns == 2 for t in trajs)
+    weights = [w for t in trajs for w in t.meta["turn_weights"]]
+    if mode in ("grpo", "oracle"):  # the random model never fetches a percept: no overlap, every score 0
+        assert weights == [1.0] * 4 and float(row["weight_std"]) == 0.0
+    assert all(math.isfinite(w) and w >= 0 for w in weights)
+    check_checkpoint(tmp_path / "final")
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _train_cmd(tasks: Path, run_dir: Path, iterations: int) -> list[str]:
+    return [sys.executable, "rl/train_local.py", *SMALL, "actor_rollout_ref.model.path=tiny",
+            f"local.train_tasks={tasks}", f"local.run_dir={run_dir}", f"local.iterations={iterations}"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(train_tasks: Path, tmp_path: Path) -> None:
+    from safetensors.torch import load_file
+
+    iterations, env = 4, {**os.environ, "OMP_NUM_THREADS": "1"}
+    ref_dir = tmp_path / "ref"
+    ref = subprocess.run(_train_cmd(train_tasks, ref_dir, iterations), capture_output=True, text=True, env=env,
+                         cwd=ROOT, timeout=900)  # fmt: skip
+    assert ref.returncode == 0, ref.stderr[-3000:]
+
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(_train_cmd(train_tasks, run_dir, iterations), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env, cwd=ROOT)  # fmt: skip
+    deadline = time.monotonic() + 900
+    while (
+        time.monotonic() < deadline
+        and proc.poll() is None
+        and latest_checkpoint(run_dir / "checkpoints") is None
+    ):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = int(load_training_state(latest_checkpoint(run_dir / "checkpoints"))["iteration"])
+    assert 1 <= killed_at < iterations and not (run_dir / "final").exists()
+
+    again = subprocess.run(_train_cmd(train_tasks, run_dir, iterations), capture_output=True, text=True, env=env,
+                           cwd=ROOT, timeout=900)  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f'"iteration": {killed_at}' in again.stdout  # resumed from the checkpoint, not from scratch
+    got, want = _read(run_dir / "metrics.csv"), _read(ref_dir / "metrics.csv")
+    assert [r["iteration"] for r in got] == [str(i) for i in range(1, iterations + 1)]  # no iteration twice
+    for a, b in zip(got, want, strict=True):  # the same episodes, entropies and updates
+        for key in ("reward_mean", "turns", "entropy_turn_mean", "weight_std", "param_delta"):
+            assert float(a[key]) == pytest.approx(float(b[key]), rel=1e-4, abs=1e-7), key
+    a, b = (
+        load_file(str(ref_dir / "final" / "model.safetensors")),
+        load_file(str(run_dir / "final" / "model.safetensors")),
+    )
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def _warm_start(policy, encoder: TurnEncoder, tasks: Path, steps: int) -> None:
+    """Teach the random tiny thinker the answer format: a few SFT steps on an oracle's answer turns."""
+    from rl.sft_step import collate, train_steps
+
+    items = []
+    for task in load_tasks_jsonl(tasks):
+        recorder = RecordingPolicy(make_policy("oracle", look=False))
+        run_episode(OmniVideoEnv(), recorder, task.env_options(2))
+        for context, out in recorder.turns:
+            items.append(
+                encoder.encode(
+                    [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
+                )
+            )
+    losses = train_steps(
+        policy.model, [collate([items[s % len(items)]], encoder.pad_id) for s in range(steps)], lr=3e-3
+    )
+    assert losses[-1] < 0.2 * losses[0]
+
+
+@pytest.mark.slow
+def test_ci_sized_taura_run_learns_from_its_rewards(train_tasks: Path, tmp_path: Path) -> None:
+    """A handful of updates on a fixed seed: advantages finite, weights moved by the advantages (no weight
+    decay), the training tasks' greedy reward does not fall."""
+    from safetensors.torch import load_file
+
+    warm_tasks = _mcq(_synth(tmp_path / "s2", seed=2, n=2), tmp_path / "warm.jsonl")  # other videos
+    cfg = compose_config([
+        "+exp=tiny", "data.train_batch_size=2", "actor_rollout_ref.rollout.n=4", "data.max_response_length=64",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1", "env.turns.min=2", "env.turns.max=2",
+        "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.actor.optim.weight_decay=0",
+        "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}", f"local.eval_tasks={train_tasks}",
+        "local.iterations=2", "local.eval_every=0", f"local.run_dir={tmp_path / 'run'}", "local.progress=false",
+    ])  # fmt: skip
+    args = Args.from_config(cfg)
+    policy = load_policy("tiny", args)
+    encoder = TurnEncoder(policy.processor, policy.model.config)
+    _warm_start(policy, encoder, warm_tasks, steps=50)
+    save_checkpoint(policy.model, policy.processor, tmp_path / "warm")
+    before = evaluate(policy, OmniVideoEnv(), load_tasks_jsonl(train_tasks), args)
+
+    cfg.actor_rollout_ref.model.path = str(tmp_path / "warm")
+    rows = _read(train(cfg))
+    assert [int(r["iteration"]) for r in rows] == [1, 2]
+    assert all(r["adv_finite"] == "1.0" for r in rows)
+    assert any(float(r["reward_std"]) > 0 for r in rows)  # the warm start answers, sometimes right
+    assert all(float(r["valid_turns"]) > 0 for r in rows)
+    moved = [float(r["param_delta"]) > 0 for r in rows]
+    first = next(i for i, r in enumerate(rows) if float(r["adv_abs_mean"]) > 0)
+    assert (
+        not any(moved[:first]) and moved[first]
+    )  # the weights move once, and because, advantages are non-zero
+    a, b = (
+        load_file(str(tmp_path / "warm" / "model.safetensors")),
+        load_file(str(tmp_path / "run" / "final" / "model.safetensors")),
+    )
+    assert any(not torch.equal(a[k], b[k]) for k in a)
+    assert float(rows[-1]["eval_reward"]) >= before
