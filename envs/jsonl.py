@@ -197,6 +197,26 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _new_file_mode(path: Path) -> int:
+    """The existing file's mode, or what ``open(path, "w")`` would create under the current umask."""
+    if path.exists():
+        return path.stat().st_mode & 0o7777
+    return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where Linux allows (``os.umask`` is a global set)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Replace a whole file so that a crash leaves the old content or the new, never half.
 
@@ -212,6 +232,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600; keep what open() would have made
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from envs.jsonl import JsonlError, JsonlReader, write_atomic
+from envs.jsonl import JsonlError, JsonlReader, write_jsonl
 
 TaskType = Literal["mcq", "tr", "num", "size", "ff"]
 TASK_TYPES: tuple[str, ...] = ("mcq", "tr", "num", "size", "ff")
@@ -226,5 +226,5 @@ def save_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Pat
         if task.id in seen:
             raise TaskFileError(f"duplicate task id {task.id!r} (tasks #{seen[task.id]} and #{i}) for {path}")
         seen[task.id] = i
-    write_atomic(path, "".join(task.to_json() + "\n" for task in tasks))
+    write_jsonl(path, (task.model_dump(mode="json") for task in tasks))  # the lines of Task.to_json
     return path

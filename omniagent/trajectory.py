@@ -193,4 +193,4 @@ def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
 
 def save_trajectories(trajs: Iterable[Trajectory], path: str | os.PathLike[str]) -> None:
     """Write a whole JSONL file of trajectories atomically."""
-    jsonl.write_atomic(path, "".join(t.model_dump_json() + "\n" for t in trajs))
+    jsonl.write_jsonl(path, trajs)

@@ -28,7 +28,8 @@ penalties (``env.reward``) -- is written on every output, and ``extra_fields`` c
 and the episode's ``turn_budget``/``stop_reason``.
 
 Turn budget (``env.turns``): ``dynamic_by_duration`` gives ``min(min + floor(duration / seconds_per_extra_turn),
-max)``; otherwise ``sample_uniform`` draws it uniformly from ``[min, max]`` per episode, else it is ``max``.
+max)``; otherwise ``sample_uniform`` draws it uniformly from ``[min, max]`` per episode, else it is ``max``
+(:mod:`rl.turn_budget`, shared with the local trainer).
 Per-call limits come from ``env.limits``.
 """
 
@@ -37,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import random
 import time
 import zlib
@@ -61,6 +61,7 @@ from omniagent.backends.convert import build_model_inputs
 from omniagent.backends.vllm_backend import build_vllm_request
 from rl.media_tokens import omni_media_token_ids
 from rl.rl_dataset import task_from_extra_info
+from rl.turn_budget import TurnBudgetConfig, turn_budget
 
 logger = logging.getLogger(__name__)
 
@@ -69,21 +70,6 @@ INVALID_ACTION = "invalid"  # action_type of a turn whose output did not parse
 
 
 # ------------------------------------------------------------------ settings (the config's `env:` block)
-
-
-@dataclass
-class TurnBudgetConfig:
-    min: int = 5
-    max: int = 10
-    dynamic_by_duration: bool = True
-    seconds_per_extra_turn: float = 60.0
-    sample_uniform: bool = False
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min <= self.max:
-            raise ValueError(f"env.turns needs 1 <= min <= max, got min={self.min} max={self.max}")
-        if self.dynamic_by_duration and self.seconds_per_extra_turn <= 0:
-            raise ValueError("env.turns.seconds_per_extra_turn must be positive")
 
 
 @dataclass
@@ -121,20 +107,6 @@ def _plain(value: Any) -> Any:
     except ImportError:  # pragma: no cover - omegaconf comes with verl
         pass
     return dict(value) if isinstance(value, Mapping) else value
-
-
-def turn_budget(duration: float | None, turns: TurnBudgetConfig, rng: random.Random | None = None) -> int:
-    """The episode's turn budget K (see the module docstring)."""
-    if turns.dynamic_by_duration:
-        extra = (
-            0
-            if duration is None or not math.isfinite(duration)
-            else int(duration // turns.seconds_per_extra_turn)
-        )
-        return min(turns.min + max(extra, 0), turns.max)
-    if turns.sample_uniform:
-        return (rng or random.Random()).randint(turns.min, turns.max)
-    return turns.max
 
 
 def shaped_reward(env_reward: float, format_errors: int, answered: bool, cfg: RewardConfig) -> float:

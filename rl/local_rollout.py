@@ -6,8 +6,7 @@ Why a module of its own: the IG turn scores (:mod:`rl.info_gain`) and the tests 
 from __future__ import annotations
 
 import csv
-import json
-import math
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import torch
 
+from envs.jsonl import append_jsonl, read_jsonl, repair_tail, write_atomic, write_jsonl
 from omniagent.trajectory import Trajectory, TurnRecord
 from rl.sft_dataset import END_OF_TURN, OmniTurnSFTDataset, RopeIndexer
 
@@ -98,35 +98,18 @@ def forward_stats(
     return logp.detach(), entropy.detach(), mask
 
 
-def turn_budget(duration: float | None, turns: dict[str, Any]) -> int:
-    """The episode's turn budget from ``env.turns``, as the verl agent loop (``rl/agent_loop.py``) sets it.
-
-    ``dynamic_by_duration``: ``min(min + floor(duration / seconds_per_extra_turn), max)``; otherwise ``max``
-    (the local trainer does not draw budgets at random, so a resumed run replays the same episodes).
-    """
-    low, high = int(turns.get("min", 5)), int(turns.get("max", 10))
-    if turns.get("dynamic_by_duration", True):
-        extra = (
-            0
-            if duration is None or not math.isfinite(duration)
-            else int(duration // float(turns.get("seconds_per_extra_turn", 60)))
-        )
-        return min(low + max(extra, 0), high)
-    return high
-
-
 def write_metrics(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:
     """Rewrite the CSV atomically (a resumed run drops rows of iterations it will redo)."""
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: row.get(k, "") for k in columns})
-    tmp.replace(path)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: row.get(k, "") for k in columns})
+    write_atomic(path, text.getvalue())
 
 
 def read_metrics(path: Path, up_to: int) -> list[dict[str, Any]]:
+    """The CSV rows of iterations up to ``up_to`` (what a run resumed from that checkpoint keeps)."""
     if not path.is_file():
         return []
     with open(path, newline="") as fh:
@@ -141,16 +124,17 @@ def append_rollouts(
     for j, traj in enumerate(trajs):
         traj.meta["iteration"] = it
         traj.meta["turn_weights"] = [float(weights[i]) for i, r in enumerate(rows) if r.traj == j]
-    with open(path, "a") as fh:
-        fh.writelines(t.model_dump_json() + "\n" for t in trajs)
+    for traj in trajs:
+        append_jsonl(path, traj)
 
 
 def truncate_rollouts(path: Path, up_to: int) -> None:
-    """Drop the rollouts of iterations after ``up_to`` (a resumed run redoes them)."""
-    if path.is_file():
-        keep = [
-            line
-            for line in path.read_text().splitlines()
-            if json.loads(line)["meta"].get("iteration", 0) <= up_to
-        ]
-        path.write_text("".join(line + "\n" for line in keep))
+    """Drop the rollouts of iterations after ``up_to`` (a resumed run redoes them), rewriting the file atomically.
+
+    A kill mid-append leaves a torn last line: :func:`~envs.jsonl.repair_tail` cuts it off first, so appending
+    can go on."""
+    repair_tail(path)
+    records = read_jsonl(path, missing_ok=True)
+    keep = [r for r in records if (r.get("meta") or {}).get("iteration", 0) <= up_to]
+    if len(keep) < len(records):
+        write_jsonl(path, keep)

@@ -104,7 +104,11 @@ def well_formed(run_dir: Path) -> dict[str, float]:
     bad = [t for t in turns if str(t.get("error") or "").startswith(WELL_FORMED_ERRORS)]
     percepts = [t for t in turns if t.get("action_type") in ("get_frames", "get_audio", "get_clip")]
     n = max(1, len(turns))
-    return {"turns_total": len(turns), "well_formed_rate": 1 - len(bad) / n, "percept_turn_rate": len(percepts) / n}
+    return {
+        "turns_total": len(turns),
+        "well_formed_rate": 1 - len(bad) / n,
+        "percept_turn_rate": len(percepts) / n,
+    }
 
 
 def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[str, Any]]]:
@@ -183,7 +187,7 @@ def results_markdown(res: dict[str, Any]) -> str:
             lines.append(f"| {name} | " + " | ".join(_fmt(by.get(k)) for k in kinds) + " |")
     lines += ["", "| paired difference | n | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
     for name, p in res["paired"].items():
-        lines.append(f"| {name} | {p['n_shared']} | {_fmt(p['overall'])} | {p['overall'].get('resolved')} |")
+        lines.append(f"| {name} | {p['n_shared']} | {_fmt(p['diff'])} | {p['diff'].get('resolved')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -252,11 +256,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-videos", type=int, default=4)
     p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
     p.add_argument("--n-samples", type=int, default=4, help="best-of-N teacher episodes per task")
-    p.add_argument("--steps", type=int, default=1500, help="SFT optimizer steps")
+    p.add_argument("--steps", type=int, default=1200, help="SFT optimizer steps")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup-steps", type=int, default=50)
-    p.add_argument("--save-every", type=int, default=250)
+    p.add_argument("--warmup-steps", type=int, default=30)
+    p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=320)
     p.add_argument("--eval-limit", type=int, default=0, help="first N held-out tasks only (0: all)")

@@ -56,14 +56,13 @@ from rl.local_rollout import (
     forward_stats,
     read_metrics,
     truncate_rollouts,
-    turn_budget,
     write_metrics,
 )
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, taura_advantages, weight_stats
+from rl.turn_budget import turn_budget
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
-TINY_RANDOM = "tiny"  # the transformers backend's name for the random tiny thinker (omniagent/tiny_model.py)
 
 
 # ====================================================================== 0. settings, each named once
@@ -142,10 +141,9 @@ class Args:
 class RecordingPolicy(Policy):
     """Wraps the transformers policy and keeps, for every turn, the context it saw and what it wrote."""
 
-    name = "transformers"
-
     def __init__(self, inner: Any) -> None:
         self.inner, self.turns = inner, []
+        self.name = getattr(inner, "name", type(inner).__name__)  # trajectories name the wrapped policy
 
     def reset(self, info: dict[str, Any]) -> None:
         self.inner.reset(info)

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from testkit import verl_tiny_thinker
 
 pytest.importorskip("verl", reason="verl is not installed (pip install 'verl[verl-core]==0.9.1')")
 
@@ -30,7 +31,7 @@ from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from envs.limits import EnvLimits  # noqa: E402
 from envs.tasks import Task  # noqa: E402
-from omniagent.tiny_model import AUDIO_CHUNK_SECONDS, MAX_PIXELS, MIN_PIXELS, build_tiny_thinker  # noqa: E402
+from omniagent.tiny_model import AUDIO_CHUNK_SECONDS, MAX_PIXELS, MIN_PIXELS  # noqa: E402
 from rl import agent_loop as al  # noqa: E402
 from rl import (  # noqa: E402
     media_tokens,
@@ -70,10 +71,7 @@ def turn_text(action: dict) -> str:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "thinker"
-    model, _ = build_tiny_thinker(seed=0, out_dir=path)
-    processor = verl_omni.omni_hf_processor(str(path))
-    return SimpleNamespace(path=path, model=model, processor=processor, tokenizer=processor.tokenizer)
+    return verl_tiny_thinker(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="module")

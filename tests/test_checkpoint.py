@@ -82,7 +82,7 @@ def _weights_only(tiny_dir: Path, dest: Path) -> Path:
 
 def test_saved_folder_is_complete_and_loads_with_auto_classes(tiny_dir: Path, tmp_path: Path) -> None:
     import torch
-    from transformers import AutoConfig, AutoProcessor, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     from omniagent.tiny_model import load_tiny_thinker
 
@@ -92,6 +92,8 @@ def test_saved_folder_is_complete_and_loads_with_auto_classes(tiny_dir: Path, tm
     assert load_training_state(out)["step"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]  # no staging debris
     assert AutoConfig.from_pretrained(out).model_type == "qwen2_5_omni_thinker"
+    auto = AutoModelForImageTextToText.from_pretrained(out)  # how verl's FSDP engine loads a thinker
+    assert type(auto).__name__ == "Qwen2_5OmniThinkerForConditionalGeneration"
     proc = AutoProcessor.from_pretrained(out)
     assert type(proc).__name__ == "Qwen2_5OmniProcessor"
     assert proc.feature_extractor.feature_size == 128 and proc.video_processor is not None
@@ -195,9 +197,10 @@ def test_local_sft_resumes_after_sigkill(tiny_dir: Path, parquet: Path, tmp_path
                             stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
-        if latest_checkpoint(run_dir / "checkpoints") is not None and int(
-            load_training_state(latest_checkpoint(run_dir / "checkpoints"))["step"]
-        ) >= 2:
+        if (
+            latest_checkpoint(run_dir / "checkpoints") is not None
+            and int(load_training_state(latest_checkpoint(run_dir / "checkpoints"))["step"]) >= 2
+        ):
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run finished before it could be killed"

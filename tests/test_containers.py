@@ -132,26 +132,27 @@ def container(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+def mux(out: Path, video_s: float, audio_s: float, tone_at: float) -> Path:
+    """``video_s`` of barcoded video and ``audio_s`` of audio (a 1 s tone at ``tone_at``) in one file, made once."""
+    if not out.exists():
+        folder = out.parent
+        video = make_video(folder / f"video{video_s:g}.mp4", duration=video_s, fps=10, gop=25, audio=False)
+        tone = [(tone_at, 1.0, 1000.0)]
+        audio = make_audio(folder / f"audio{audio_s:g}.wav", duration=audio_s, bursts=tone)
+        ffmpeg("-i", video, "-i", audio, "-c:v", "copy", "-c:a", "aac", out)
+    return out
+
+
 @pytest.fixture(scope="module")
 def audio_longer(media_dir: Path, container: str) -> Path:
     """10 s of video with 20 s of audio (a tone at 15-16 s)."""
-    out = media_dir / f"audio_longer.{container}"
-    if not out.exists():
-        video = make_video(media_dir / "video10.mp4", duration=10.0, fps=10, gop=25, audio=False)
-        audio = make_audio(media_dir / "audio20.wav", duration=20.0, bursts=[(15.0, 1.0, 1000.0)])
-        ffmpeg("-i", video, "-i", audio, "-c:v", "copy", "-c:a", "aac", out)
-    return out
+    return mux(media_dir / f"audio_longer.{container}", video_s=10.0, audio_s=20.0, tone_at=15.0)
 
 
 @pytest.fixture(scope="module")
 def video_longer(media_dir: Path, container: str) -> Path:
     """20 s of video with 8 s of audio (a tone at 3-4 s)."""
-    out = media_dir / f"video_longer.{container}"
-    if not out.exists():
-        video = make_video(media_dir / "video20.mp4", duration=20.0, fps=10, gop=25, audio=False)
-        audio = make_audio(media_dir / "audio8.wav", duration=8.0, bursts=[(3.0, 1.0, 1000.0)])
-        ffmpeg("-i", video, "-i", audio, "-c:v", "copy", "-c:a", "aac", out)
-    return out
+    return mux(media_dir / f"video_longer.{container}", video_s=20.0, audio_s=8.0, tone_at=3.0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

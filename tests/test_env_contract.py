@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
+from testkit import strict_json
 
 import envs
 from envs.contract import ResetInfo, StepInfo
@@ -27,19 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def turn(action: dict[str, Any] | str, observation: str = "none") -> str:
     body = action if isinstance(action, str) else json.dumps(action)
     return '{"observation": ' + json.dumps(observation) + ', "thought": "t", "action": ' + body + "}"
-
-
-def to_json(value: Any) -> str:
-    """Strict UTF-8 JSON of an observation or info (media arrays as lists), as a trajectory writer does."""
-
-    def default(o: Any) -> Any:
-        if isinstance(o, np.ndarray | np.generic):
-            return o.tolist()
-        raise TypeError(type(o).__name__)
-
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
-    text.encode("utf-8")  # raises on a lone surrogate
-    return text
 
 
 @pytest.fixture()
@@ -145,8 +133,8 @@ def test_hostile_output_is_an_error_percept_with_a_stable_code(
         assert info["error"] in ("format_too_deep", "format_not_json")
     assert (reward, term, trunc, info["turn"], info["timestamps"]) == (0.0, False, False, 1, [])
     assert message_text(obs[-1]).startswith(f"ERROR ({info['error']}):")
-    assert json.loads(to_json(info)) == info
-    to_json(obs)
+    assert json.loads(strict_json(info)) == info
+    strict_json(obs)
 
 
 def test_a_nan_start_is_never_trimmed_to_zero(env: OmniVideoEnv) -> None:
@@ -168,9 +156,9 @@ def test_a_nan_start_is_never_trimmed_to_zero(env: OmniVideoEnv) -> None:
 def test_lone_surrogates_never_reach_the_context_or_info(env: OmniVideoEnv, text: str) -> None:
     env.reset()
     obs, _, _, _, info = env.step(text)
-    assert json.loads(to_json(info)) == info
-    assert "\ufffd" in to_json(obs) + to_json(info)
-    assert not re.search("[\ud800-\udfff]", to_json(obs) + to_json(info))
+    assert json.loads(strict_json(info)) == info
+    assert "\ufffd" in strict_json(obs) + strict_json(info)
+    assert not re.search("[\ud800-\udfff]", strict_json(obs) + strict_json(info))
 
 
 @pytest.mark.parametrize(
@@ -190,7 +178,7 @@ def test_hostile_interval_answers_are_rejected_and_good_ones_serialise(
     e.reset()
     _, got, term, _, info = e.step(turn({"type": "answer", "content": content}))
     assert (info["error"], got, term) == (code, reward, code is None)
-    assert json.loads(to_json(info)) == info
+    assert json.loads(strict_json(info)) == info
     if code is None:
         assert info["answer"] == [[3.0, 4.0]]
     e.close()

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import strict_json
 
 from envs.actions import ACTION_TYPES, FormatError, Turn, parse_turn
 from envs.env import OmniVideoEnv
@@ -108,17 +108,6 @@ def model_texts(draw: st.DrawFn) -> str:
         text += draw(st.text(max_size=10))
     elif wrap == "dup":
         text = text.replace('"thought"', '"observation": "x", "thought"', 1)
-    return text
-
-
-def strict_json(value: Any) -> str:
-    def default(o: Any) -> Any:
-        if isinstance(o, np.ndarray | np.generic):
-            return o.tolist()
-        raise TypeError(type(o).__name__)
-
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=default)
-    text.encode("utf-8")  # raises on a lone surrogate
     return text
 
 

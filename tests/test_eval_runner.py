@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from collections import Counter
@@ -17,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import free_port
 
 from envs.jsonl import read_jsonl
 from envs.messages import Message
-from envs.synth import generate_benchmark
 from envs.tasks import Task
-from omniagent.eval.config import EvalConfig, FrozenPresetError, check_decoding
+from omniagent.eval.config import EvalConfig, FrozenPresetError, check_decoding, check_frozen
 from omniagent.eval.judges import JudgeError, OpenAIJudge, make_judge
 from omniagent.eval.overlap import OverlapError
 from omniagent.eval.passive import PassiveConfig, matched_frame_budget
@@ -33,20 +31,8 @@ from omniagent.eval.summary import summarize, write_summary
 from omniagent.policy import Policy, PolicyError, TurnOutput, make_policy
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"width": 112, "height": 64, "fps": 2}
-
-
-@pytest.fixture(scope="module")
-def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("synth")
-
-
-@pytest.fixture(scope="module")
-def tasks(synth_dir: Path) -> list[Task]:
-    """One 20 s synthetic video and its ~15 tasks of every type."""
-    out = generate_benchmark(synth_dir, seed=0, n_videos=1, durations=[20.0], config=SMALL)
-    assert {t.task_type for t in out} >= {"mcq", "tr", "num", "size"}
-    return out
+SLOW_EVAL = ROOT / "tests" / "slow_eval.py"  # an eval run with a slowed-down oracle, in its own process
+# synth_dir and tasks (one small synthetic video and its tasks) are fixtures of conftest.py
 
 
 def cfg_for(out: Path, **kw: Any) -> EvalConfig:
@@ -185,38 +171,9 @@ def test_torn_last_line_and_orphan_trajectory_are_repaired(tasks: list[Task], tm
         json.loads(line)  # every line whole
 
 
-SLOW_RUN = textwrap.dedent(
-    """
-    import sys, time
-    from envs.tasks import load_tasks_jsonl
-    from omniagent.eval.config import EvalConfig
-    from omniagent.eval.runner import run_eval
-    from omniagent.policy import make_policy
-
-    class Slow:
-        name = "oracle"
-        def __init__(self):
-            self.inner = make_policy("oracle")
-        def reset(self, info):
-            self.inner.reset(info)
-        def act(self, messages):
-            time.sleep(0.15)
-            return self.inner.act(messages)
-        def close(self):
-            pass
-
-    tasks = load_tasks_jsonl(sys.argv[1])
-    cfg = EvalConfig(out_dir=sys.argv[2], policy="oracle", workers=1, progress=False, limits={"max_turns": 8})
-    run_eval(tasks, cfg, policy_factory=Slow)
-    """
-)
-
-
 def test_resume_after_a_killed_process(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    script = tmp_path / "slow.py"
-    script.write_text(SLOW_RUN)
-    proc = subprocess.Popen([sys.executable, str(script), str(synth_dir / "tasks.jsonl"), str(out)])
+    proc = subprocess.Popen([sys.executable, str(SLOW_EVAL), str(synth_dir / "tasks.jsonl"), str(out)])
     deadline = time.time() + 90
     try:
         while time.time() < deadline and proc.poll() is None:
@@ -311,11 +268,7 @@ def test_other_settings_in_the_same_folder_are_refused(tasks: list[Task], tmp_pa
 
 
 def dead_url() -> str:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return f"http://127.0.0.1:{port}/v1"
+    return f"http://127.0.0.1:{free_port()}/v1"
 
 
 def test_a_dead_judge_fails_loudly(tasks: list[Task], tmp_path: Path) -> None:
@@ -410,6 +363,16 @@ def test_frozen_presets_refuse_overrides(synth_dir: Path, tmp_path: Path) -> Non
         check_decoding(compose(["+policy.kwargs.temperature=0.7"]))
     check_decoding(compose(["+policy.kwargs.temperature=0.0"]))
     check_decoding(compose(["+policy.kwargs.temperature=0.7", "unfreeze=true"]))
+
+
+def test_a_retired_limit_is_dropped_not_frozen_or_fingerprinted(tmp_path: Path) -> None:
+    # envs.limits.RETIRED names it once: an old command that still sets it runs, and old run files still load
+    assert check_frozen(["benchmark.limits.audio_cache_dir=/tmp/c", "benchmark.limits.backend=pyav"]) == []
+    with pytest.raises(FrozenPresetError, match="benchmark.limits.max_frames=3"):
+        check_frozen(["benchmark.limits.max_frames=3"])
+    cfg = EvalConfig(out_dir=str(tmp_path), policy="oracle", limits={"max_frames": 8, "audio_cache_dir": "/tmp/c"})
+    assert cfg.fingerprint()["limits"]["max_frames"] == 8
+    assert "audio_cache_dir" not in cfg.fingerprint()["limits"] and "backend" not in cfg.fingerprint()["limits"]
 
 
 def test_overlap_guard_in_the_runner(synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

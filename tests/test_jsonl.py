@@ -192,3 +192,18 @@ def test_repair_keeps_a_whole_unterminated_record(tmp_path: Path) -> None:
     only.write_bytes(b'{"id": "a", "s": "' + b"z" * 100_000)  # a single torn line, no newline at all
     assert repair_tail(only) is not None and only.read_bytes() == b""
     assert repair_tail(tmp_path / "missing.jsonl") is None
+
+
+def test_write_atomic_gives_the_mode_open_would(tmp_path) -> None:
+    import os
+    import stat
+
+    from envs.jsonl import write_atomic
+
+    fresh = write_atomic(tmp_path / "a.json", "{}")
+    plain = tmp_path / "b.json"
+    plain.write_text("{}")
+    assert stat.S_IMODE(fresh.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    os.chmod(fresh, 0o640)
+    write_atomic(fresh, "{}")  # replacing keeps the file's own mode
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o640

@@ -7,7 +7,6 @@ import base64
 import io
 import json
 import math
-import socket
 import time
 from typing import Any
 
@@ -18,6 +17,7 @@ import soundfile as sf
 from fake_openai_server import ANSWER_TURN, TOPS, FakeServer
 from media_factory import read_barcode
 from PIL import Image
+from testkit import free_port
 
 from envs.env import OmniVideoEnv
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
@@ -32,12 +32,6 @@ def server():
     s = FakeServer()
     yield s
     s.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def context_after(media: str, action: dict[str, Any], **reset: Any) -> list[dict[str, Any]]:

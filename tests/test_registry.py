@@ -1,4 +1,5 @@
-"""envs/registry.py: one duplicate rule, enum names, a clear error for unknown names; used by scorers and decoders."""
+"""envs/registry.py: one duplicate rule, enum names, a clear error for unknown names; used by scorers, decoders
+and datasets."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from envs.decoders import DECODERS, make_decoder, register_decoder
 from envs.registry import DuplicateNameError, Registry, UnknownNameError
 from envs.scoring import SCORERS, get_scorer, register_scorer
+from omniagent.datasets import DATASETS, load_dataset, register_dataset
 
 
 class Color(str, Enum):  # StrEnum on Python >= 3.11; this form works on 3.10 too
@@ -85,3 +87,18 @@ def test_decoders_use_the_registry(tmp_path) -> None:
         register_decoder("pyav")(DECODERS["decord"])
     with pytest.raises(ValueError, match="unknown video decoder 'ffmpeg'; known: decord, pyav"):
         make_decoder("ffmpeg", str(tmp_path / "x.mp4"), (64, 64))
+
+
+def test_datasets_use_the_registry(tmp_path) -> None:
+    assert isinstance(DATASETS, Registry) and {"videomme", "synthetic", "tasks"} <= set(DATASETS)
+    wrapper = DATASETS["videomme"]
+    adapter = wrapper.__wrapped__  # the per-row function the decorator was given
+    assert register_dataset("videomme")(adapter) is adapter and DATASETS["videomme"] is wrapper  # no-op
+    with pytest.raises(DuplicateNameError, match="dataset 'videomme' is already registered"):
+        register_dataset("videomme")(lambda row, media_root: None)
+    whole = DATASETS["synthetic"]  # registered with per_row=False: the function itself
+    assert register_dataset("synthetic", per_row=False)(whole) is whole
+    with pytest.raises(DuplicateNameError):
+        register_dataset("synthetic", per_row=False)(lambda files, media_root: [])
+    with pytest.raises(KeyError, match="unknown dataset 'nope'; known: .*videomme"):
+        load_dataset("nope", tmp_path / "x.jsonl")

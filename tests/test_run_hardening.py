@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import free_port
 
 from envs.jsonl import read_jsonl
-from envs.synth import generate_benchmark
 from envs.tasks import Task
 from omniagent import run as cli
 from omniagent.backends.scripted import ReplayPolicy
@@ -29,7 +28,8 @@ from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"width": 112, "height": 64, "fps": 2}
+SLOW_EVAL = ROOT / "tests" / "slow_eval.py"  # an eval run with a slowed-down oracle, in its own process
+# synth_dir and tasks (one small synthetic video and its tasks) are fixtures of conftest.py
 FRAMES = {
     "observation": "none",
     "thought": "look",
@@ -39,22 +39,6 @@ FRAMES = {
 
 def turn(observation: str, action: dict[str, Any]) -> str:
     return json.dumps({"observation": observation, "thought": "t", "action": action})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("synth")
-
-
-@pytest.fixture(scope="module")
-def tasks(synth_dir: Path) -> list[Task]:
-    return generate_benchmark(synth_dir, seed=0, n_videos=1, durations=[20.0], config=SMALL)
 
 
 # ------------------------------------------------------------------ the CLI always saves a trajectory
@@ -175,45 +159,10 @@ def test_an_eval_run_never_writes_the_api_key(tasks: list[Task], synth_dir: Path
 
 
 # ----------------------------------------------------------------------------- one writer per folder
-SLOW_RUN = textwrap.dedent(
-    """
-    import os, sys, time
-    from envs.tasks import load_tasks_jsonl
-    from omniagent.eval.batch import FolderLockedError
-    from omniagent.eval.config import EvalConfig
-    from omniagent.eval.runner import run_eval
-    from omniagent.policy import make_policy
-
-    class Slow:
-        name = "oracle"
-        def __init__(self):
-            self.inner = make_policy("oracle")
-        def reset(self, info):
-            self.inner.reset(info)
-        def act(self, messages):
-            deadline = time.time() + 120
-            while not os.path.exists(sys.argv[3]) and time.time() < deadline:
-                time.sleep(0.05)  # hold the folder until the test says go
-            return self.inner.act(messages)
-        def close(self):
-            pass
-
-    tasks = load_tasks_jsonl(sys.argv[1])[:6]
-    cfg = EvalConfig(out_dir=sys.argv[2], policy="oracle", workers=2, progress=False, limits={"max_turns": 8})
-    try:
-        run_eval(tasks, cfg, policy_factory=Slow)
-    except FolderLockedError as exc:
-        print(exc, file=sys.stderr)
-        sys.exit(7)
-    """
-)
-
-
 def test_two_eval_processes_on_one_folder(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
     out, go = tmp_path / "run", tmp_path / "go"
-    script = tmp_path / "slow.py"
-    script.write_text(SLOW_RUN)
-    args = [sys.executable, str(script), str(synth_dir / "tasks.jsonl"), str(out), str(go)]
+    args = [sys.executable, str(SLOW_EVAL), str(synth_dir / "tasks.jsonl"), str(out), "--go", str(go),
+            "--workers", "2", "--limit", "6"]  # fmt: skip
     first = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         deadline = time.monotonic() + 120

@@ -70,7 +70,7 @@ def test_well_formed_and_markdown(tmp_path: Path) -> None:
     ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
     res = {"table": {"agent": {"n": 4, "score": ci, "answer_rate": ci, "frames_used": 3.0, "turns": 2.0,
                                "by_task_type": {"mcq": ci}, **rates}},
-           "paired": {"agent - uniform": {"n_shared": 4, "overall": {**ci, "resolved": True}}}}  # fmt: skip
+           "paired": {"agent - uniform": {"n_shared": 4, "diff": {**ci, "resolved": True}}}}  # fmt: skip
     md = results_markdown(res)
     assert "| agent | 4 | 0.500 [0.250, 0.750] | 0.750 | 0.500 | 3.0 | 2.00 |" in md
     assert "| agent - uniform | 4 | 0.500 [0.250, 0.750] | True |" in md and "| mcq |" in md

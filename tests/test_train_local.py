@@ -52,8 +52,20 @@ def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cfg_tiny(train_tasks: Path):
-    return compose_config([*SMALL, "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}"])
+def random_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The random tiny thinker as a checkpoint folder (whatever the name "tiny" resolves to later)."""
+    from omniagent.tiny_model import build_tiny_thinker
+
+    path = tmp_path_factory.mktemp("random_tiny") / "model"
+    build_tiny_thinker(seed=0, out_dir=path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def cfg_tiny(train_tasks: Path, random_dir: Path):
+    return compose_config(
+        [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}"]
+    )
 
 
 def test_args_are_read_from_the_keys_verl_reads(cfg_tiny, train_tasks: Path) -> None:
@@ -81,10 +93,10 @@ def test_ppo_clip_loss_matches_verl_vanilla_hand_values(cfg_tiny) -> None:
 
 
 @pytest.fixture(scope="module")
-def oracle_turns(train_tasks: Path):
+def oracle_turns(train_tasks: Path, random_dir: Path):
     """Contexts and outputs of a looking oracle (frames, then the answer) on one training task, with the
     tiny random policy and its encoder."""
-    policy = make_policy("transformers", model="tiny", dtype="float32", max_new_tokens=8)
+    policy = make_policy("transformers", model=str(random_dir), dtype="float32", max_new_tokens=8)
     encoder = TurnEncoder(policy.processor, policy.model.config)
     task = load_tasks_jsonl(train_tasks)[0]
     recorder = RecordingPolicy(make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2))
@@ -121,9 +133,9 @@ def test_information_gain_is_an_answer_entropy_difference(oracle_turns) -> None:
 
 @pytest.mark.parametrize("mode", ["grpo", "oracle", "ig"])
 def test_one_iteration_per_weight_mode_logs_its_turn_weights(
-    train_tasks: Path, tmp_path: Path, mode: str
+    train_tasks: Path, random_dir: Path, tmp_path: Path, mode: str
 ) -> None:
-    cfg = compose_config([*SMALL, "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}",
+    cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
                           f"taura.mode={mode}", "local.iterations=1", f"local.run_dir={tmp_path}"])  # fmt: skip
     (row,) = _read(train(cfg))
     assert row["adv_finite"] == "1.0" and float(row["weight_mean"]) == pytest.approx(1.0, abs=1e-5)
@@ -144,23 +156,25 @@ def _read(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def _train_cmd(tasks: Path, run_dir: Path, iterations: int) -> list[str]:
-    return [sys.executable, "rl/train_local.py", *SMALL, "actor_rollout_ref.model.path=tiny",
+def _train_cmd(tasks: Path, run_dir: Path, iterations: int, random_dir: Path) -> list[str]:
+    return [sys.executable, "rl/train_local.py", *SMALL, f"actor_rollout_ref.model.path={random_dir}",
             f"local.train_tasks={tasks}", f"local.run_dir={run_dir}", f"local.iterations={iterations}"]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(train_tasks: Path, tmp_path: Path) -> None:
+def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(
+    train_tasks: Path, random_dir: Path, tmp_path: Path
+) -> None:
     from safetensors.torch import load_file
 
     iterations, env = 4, {**os.environ, "OMP_NUM_THREADS": "1"}
     ref_dir = tmp_path / "ref"
-    ref = subprocess.run(_train_cmd(train_tasks, ref_dir, iterations), capture_output=True, text=True, env=env,
+    ref = subprocess.run(_train_cmd(train_tasks, ref_dir, iterations, random_dir), capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=900)  # fmt: skip
     assert ref.returncode == 0, ref.stderr[-3000:]
 
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen(_train_cmd(train_tasks, run_dir, iterations), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_train_cmd(train_tasks, run_dir, iterations, random_dir), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, cwd=ROOT)  # fmt: skip
     deadline = time.monotonic() + 900
     while (
@@ -175,7 +189,7 @@ def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(train_tasks: Pa
     killed_at = int(load_training_state(latest_checkpoint(run_dir / "checkpoints"))["iteration"])
     assert 1 <= killed_at < iterations and not (run_dir / "final").exists()
 
-    again = subprocess.run(_train_cmd(train_tasks, run_dir, iterations), capture_output=True, text=True, env=env,
+    again = subprocess.run(_train_cmd(train_tasks, run_dir, iterations, random_dir), capture_output=True, text=True, env=env,
                            cwd=ROOT, timeout=900)  # fmt: skip
     assert again.returncode == 0, again.stderr[-3000:]
     assert f'"iteration": {killed_at}' in again.stdout  # resumed from the checkpoint, not from scratch
@@ -212,7 +226,9 @@ def _warm_start(policy, encoder: TurnEncoder, tasks: Path, steps: int) -> None:
 
 
 @pytest.mark.slow
-def test_ci_sized_taura_run_learns_from_its_rewards(train_tasks: Path, tmp_path: Path) -> None:
+def test_ci_sized_taura_run_learns_from_its_rewards(
+    train_tasks: Path, random_dir: Path, tmp_path: Path
+) -> None:
     """A handful of updates on a fixed seed: advantages finite, weights moved by the advantages (no weight
     decay), the training tasks' greedy reward does not fall."""
     from safetensors.torch import load_file
@@ -222,11 +238,11 @@ def test_ci_sized_taura_run_learns_from_its_rewards(train_tasks: Path, tmp_path:
         "+exp=tiny", "data.train_batch_size=2", "actor_rollout_ref.rollout.n=4", "data.max_response_length=64",
         "actor_rollout_ref.actor.ppo_mini_batch_size=1", "env.turns.min=2", "env.turns.max=2",
         "actor_rollout_ref.actor.optim.lr=1e-4", "actor_rollout_ref.actor.optim.weight_decay=0",
-        "actor_rollout_ref.model.path=tiny", f"local.train_tasks={train_tasks}", f"local.eval_tasks={train_tasks}",
+        f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}", f"local.eval_tasks={train_tasks}",
         "local.iterations=2", "local.eval_every=0", f"local.run_dir={tmp_path / 'run'}", "local.progress=false",
     ])  # fmt: skip
     args = Args.from_config(cfg)
-    policy = load_policy("tiny", args)
+    policy = load_policy(str(random_dir), args)
     encoder = TurnEncoder(policy.processor, policy.model.config)
     _warm_start(policy, encoder, warm_tasks, steps=50)
     save_checkpoint(policy.model, policy.processor, tmp_path / "warm")

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import free_port
 
 from envs.env import OmniVideoEnv
 from omniagent.backends.openai_backend import OpenAIPolicy
@@ -29,12 +29,6 @@ from omniagent.policy import PolicyError
 
 pytestmark = pytest.mark.slow  # builds the tiny model and starts a server: about a minute on 2 cores
 STARTUP_S = 240
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _healthy(url: str) -> bool:
@@ -64,7 +58,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
     build_tiny_thinker(seed=0, out_dir=model_dir)
     (root / "hf-cache").mkdir()  # its /v1/models scans the Hub cache and fails when there is none
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(root / "hf-cache")}
-    port = _free_port()
+    port = free_port()
     log = (root / "serve.log").open("wb")
     cmd = [cli, "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

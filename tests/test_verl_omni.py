@@ -4,26 +4,22 @@ CPU: verl accepts the processor, bans media tokens in its vLLM sampler, and gets
 from __future__ import annotations
 
 import pickle
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from testkit import verl_tiny_thinker
 
 pytest.importorskip("verl", reason="verl is not installed (pip install 'verl[verl-core]==0.9.1')")
 
 from verl.experimental.agent_loop.agent_loop import _agent_loop_registry  # noqa: E402
 
-from omniagent.tiny_model import build_tiny_thinker  # noqa: E402
 from rl import verl_omni  # noqa: E402  (patches verl as external_lib would, registers the agent loop)
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "thinker"
-    model, _ = build_tiny_thinker(seed=0, out_dir=path)
-    processor = verl_omni.omni_hf_processor(str(path))
-    return SimpleNamespace(path=path, model=model, processor=processor, tokenizer=processor.tokenizer)
+    return verl_tiny_thinker(tmp_path_factory.mktemp("tiny"))
 
 
 def test_verl_accepts_the_omni_processor_through_external_lib(tiny):

@@ -110,22 +110,27 @@ class _TaskSet:
         keep = sorted(self.rng.choice(len(events), size=self.cap, replace=False))
         return [events[i] for i in keep]
 
-    def mcq(self, correct: str, pool: list[str]) -> tuple[list[str], str]:
-        return _mcq(self.rng, correct, pool)
+    def emit_mcq(
+        self,
+        template: str,
+        question: str,
+        correct: str,
+        pool: list[str],
+        evidence: list[list[float]],
+        events: list[str],
+    ) -> None:
+        """An mcq task: ``correct`` among distractors drawn from ``pool`` (from the shared stream, before the
+        task is made); ``events`` are the ids of the timeline events it asks about."""
+        choices, letter = _mcq(self.rng, correct, pool)
+        self.emit(template, "mcq", question, letter, evidence, choices=choices, extra={"event_ids": events})
 
 
 # ---------------------------------------------------------------------------------------------- visual
 def _digit_tasks(ts: _TaskSet) -> None:
     for ev in ts.sample(ts.timeline.of_kind("digit")):
-        choices, letter = ts.mcq(ev.attrs["text"], [str(d) for d in range(10)])
-        ts.emit(
-            "digit_mcq",
-            "mcq",
-            f"Which digit is shown on screen at about {_at(ev)}?",
-            letter,
-            [ev.interval],
-            choices=choices,
-            extra={"event_ids": [ev.id]},
+        question = f"Which digit is shown on screen at about {_at(ev)}?"
+        ts.emit_mcq(
+            "digit_mcq", question, ev.attrs["text"], [str(d) for d in range(10)], [ev.interval], [ev.id]
         )
 
 
@@ -218,15 +223,15 @@ def _after_beep_tasks(ts: _TaskSet) -> None:
     for tone in [e for e in tones if e.attrs.get("before_shape")][: ts.cap]:
         shape = next(s for s in shapes if s.attrs.get("after_beep") == tone.id)
         nth = tones.index(tone) + 1
-        choices, letter = ts.mcq(shape.attrs["color"], list(SHAPE_COLORS))
-        ts.emit(
+        question = f"What colour is the shape that appears right after the {_ordinal(nth)} beep?"
+        evidence = [[tone.interval[0], shape.interval[1]]]
+        ts.emit_mcq(
             "after_beep_color_mcq",
-            "mcq",
-            f"What colour is the shape that appears right after the {_ordinal(nth)} beep?",
-            letter,
-            [[tone.interval[0], shape.interval[1]]],
-            choices=choices,
-            extra={"event_ids": [tone.id, shape.id]},
+            question,
+            shape.attrs["color"],
+            list(SHAPE_COLORS),
+            evidence,
+            [tone.id, shape.id],
         )
 
 
@@ -280,16 +285,9 @@ def _beep_tasks(ts: _TaskSet) -> None:
 
 def _beep_pitch_mcq_tasks(ts: _TaskSet, tones: list[Event]) -> None:
     for ev in ts.sample(tones):
-        choices, letter = ts.mcq(f"{ev.attrs['freq']:g} Hz", [f"{f:g} Hz" for f in TONE_FREQS])
-        ts.emit(
-            "beep_pitch_mcq",
-            "mcq",
-            f"What is the pitch of the beep heard at about {_at(ev)}?",
-            letter,
-            [ev.interval],
-            choices=choices,
-            extra={"event_ids": [ev.id]},
-        )
+        question = f"What is the pitch of the beep heard at about {_at(ev)}?"
+        pitches = [f"{f:g} Hz" for f in TONE_FREQS]
+        ts.emit_mcq("beep_pitch_mcq", question, f"{ev.attrs['freq']:g} Hz", pitches, [ev.interval], [ev.id])
 
 
 def _speech_tasks(ts: _TaskSet) -> None:
@@ -326,15 +324,14 @@ def _spoken_word_mcq_tasks(ts: _TaskSet, speech: list[Event], spoken: list[str])
         return
     for word in [str(w) for w in ts.rng.permutation(spoken)[: max(1, ts.cap // 2)]]:
         hits = [e for e in speech if e.attrs["word"] == word]
-        choices, letter = ts.mcq(word, unspoken + [word])
-        ts.emit(
+        question = "Which of these words is spoken in the recording?"
+        ts.emit_mcq(
             "spoken_word_mcq",
-            "mcq",
-            "Which of these words is spoken in the recording?",
-            letter,
+            question,
+            word,
+            unspoken + [word],
             [e.interval for e in hits],
-            choices=choices,
-            extra={"event_ids": [e.id for e in hits]},
+            [e.id for e in hits],
         )
 
 

@@ -125,27 +125,34 @@ def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = 
         if not isinstance(q, dict):
             raise RowError(sub.where, "each qa entry must be an object")
         stem, options = _embedded_options(sub, _get(sub, "question"))
-        span = _span(q.get("time_reference"))
-        qtype = q.get("question_type")
-        tasks.append(
-            _task(
-                sub,
-                id=f"lvbench-{_get(sub, 'uid', default=f'{key}-{i}', required=False)}",
-                media=media,
-                question=stem,
-                task_type="mcq",
-                choices=options,
-                answer=_letter(sub, _get(sub, "answer"), options),
-                evidence=[span] if span else None,
-                source="lvbench",
-                extra={
-                    "category": ", ".join(qtype) if isinstance(qtype, list) else qtype,
-                    "video_type": row.data.get("type"),
-                    "time_reference": q.get("time_reference"),
-                },
-            )
-        )
+        uid = _get(sub, "uid", default=f"{key}-{i}", required=False)
+        tasks.append(_lvbench_task(sub, uid, media, stem, options, video_type=row.data.get("type")))
     return tasks
+
+
+def _lvbench_task(row: Row, uid: Any, media: str, stem: str, choices: list[str], **extra: Any) -> Task:
+    """One LVBench question as an mcq task, the same for the release's ``qa`` lists and lmms-eval's flat
+    records: ``answer`` (a letter or an option's text), ``question_type`` (the category, a list joined) and
+    ``time_reference`` (the evidence span when it parses) are read from ``row``; ``extra`` adds fields."""
+    ref = row.data.get("time_reference")
+    span = _span(ref)
+    qtype = row.data.get("question_type")
+    return _task(
+        row,
+        id=f"lvbench-{uid}",
+        media=media,
+        question=stem,
+        task_type="mcq",
+        choices=choices,
+        answer=_letter(row, _get(row, "answer"), choices),
+        evidence=[span] if span else None,
+        source="lvbench",
+        extra={
+            "category": ", ".join(qtype) if isinstance(qtype, list) else qtype,
+            **extra,
+            "time_reference": ref,
+        },
+    )
 
 
 @register_dataset("dailyomni")

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 
 from envs.tasks import Task
 from omniagent.datasets.core import Row, RowError
-from omniagent.datasets.fields import _choices, _get, _letter, _qhash, _task
+from omniagent.datasets.fields import _choices, _get, _qhash
 
 __all__ = [
     "duplicate_option_warning",
@@ -67,7 +67,7 @@ def lvbench_flat(row: Row, media: str) -> Task:
     """One record of lmms-eval's LVBench export: ``video_path``, ``question``, ``options`` (a list,
     optional: else the options are the ``(A) ...`` lines of the question) and ``answer``; ``uid``,
     ``question_type`` and ``time_reference`` are used when present."""
-    from omniagent.datasets.benchmarks import _embedded_options, _span
+    from omniagent.datasets.benchmarks import _embedded_options, _lvbench_task
 
     text = str(_get(row, "question"))
     raw = row.data.get("options")
@@ -76,24 +76,8 @@ def lvbench_flat(row: Row, media: str) -> Task:
     else:
         stem, choices = _embedded_options(row, text)
     vid = Path(str(_get(row, "video_path"))).stem
-    span = _span(row.data.get("time_reference"))
-    qtype = row.data.get("question_type")
     uid = _get(row, "uid", "id", required=False, default=f"{vid}-{_qhash(text)}")
-    return _task(
-        row,
-        id=f"lvbench-{uid}",
-        media=media,
-        question=stem,
-        task_type="mcq",
-        choices=choices,
-        answer=_letter(row, _get(row, "answer"), choices),
-        evidence=[span] if span else None,
-        source="lvbench",
-        extra={
-            "category": ", ".join(qtype) if isinstance(qtype, list) else qtype,
-            "time_reference": row.data.get("time_reference"),
-        },
-    )
+    return _lvbench_task(row, uid, media, stem, choices)
 
 
 def duplicate_option_warning(where: str, task: Task) -> str | None:

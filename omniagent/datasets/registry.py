@@ -1,13 +1,19 @@
-"""The adapter registry (:func:`register_dataset`, :data:`DATASETS`) and :func:`load_dataset`."""
+"""The adapter registry (:func:`register_dataset`, :data:`DATASETS`) and :func:`load_dataset`.
+
+``DATASETS`` is an :class:`envs.registry.Registry`, so datasets follow the same duplicate rule as
+scorers, decoders and policies: the same adapter again is a no-op, a different one raises.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envs.registry import Registry
 from envs.tasks import Task
 from omniagent.datasets.core import DatasetError, LoadedDataset, MissingMedia, RowError, check_media
 from omniagent.datasets.layouts import duplicate_option_warning
@@ -15,7 +21,7 @@ from omniagent.datasets.readers import _files, read_rows
 
 log = logging.getLogger(__name__)
 Produced = list[tuple[str, "Task | RowError"]]
-DATASETS: dict[str, Callable[..., Produced]] = {}
+DATASETS: Registry[Callable[..., Produced]] = Registry("dataset")
 
 
 def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -28,12 +34,14 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
     """
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in DATASETS:
-            raise ValueError(f"dataset {name!r} is registered twice")
+        held = DATASETS.get(name)
+        if held is not None and getattr(held, "__wrapped__", held) is fn:
+            return fn  # the same adapter again (its per-row wrapper is a new object each time)
         if not per_row:
-            DATASETS[name] = fn
+            DATASETS.add(name, fn)
             return fn
 
+        @functools.wraps(fn)
         def run(
             files: list[Path], media_root: Any = None, records_key: str | None = None, **kw: Any
         ) -> Produced:
@@ -54,9 +62,7 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
                     out.extend((row.where, t) for t in (made if isinstance(made, list) else [made]))
             return out
 
-        run.__doc__ = fn.__doc__
-        run.__name__ = fn.__name__
-        DATASETS[name] = run
+        DATASETS.add(name, run)
         return fn
 
     return deco
@@ -102,9 +108,7 @@ def load_dataset(
     two users with different missing files still attempt the same ids). ``kwargs`` go to
     the adapter (see each adapter's docstring).
     """
-    if name not in DATASETS:
-        raise KeyError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}")
-    adapter = DATASETS[name]
+    adapter = DATASETS[name]  # an unknown name raises UnknownNameError (a KeyError) listing the known ones
     files: list[Path] = []
     if annotations is not None:
         files = _files(annotations)

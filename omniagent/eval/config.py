@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from envs.env import EnvLimits
+from envs.limits import RETIRED, EnvLimits
 from omniagent.eval.passive import PassiveConfig
 from omniagent.eval.results import RESULTS
 
@@ -38,8 +38,8 @@ UNFROZEN = (
     "benchmark.media_root",
     "benchmark.dataset_kwargs.allow_outside_media_root",
     "benchmark.dataset_kwargs.out_dir",
-    "benchmark.limits.audio_cache_dir",
     "benchmark.limits.backend",
+    *(f"benchmark.limits.{name}" for name in sorted(RETIRED)),  # dropped on load; an old command still runs
 )
 
 # Top-level keys of conf/eval.yaml that are EvalConfig fields under the same name.
@@ -96,7 +96,7 @@ class EvalConfig(BaseModel):
             "policy": self.policy,
             "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if not SECRET_KEY.search(k)},
             "mode": self.mode,
-            "limits": self.env_limits().model_dump(exclude={"audio_cache_dir", "backend"}),
+            "limits": self.env_limits().model_dump(exclude={"backend"}),
             "max_turns": self.max_turns,
             "temperature": self.temperature,
             "seed": self.seed,

@@ -6,11 +6,11 @@ writes its summary, and is shared with ``scripts/turn_scaling.py``.
 
 from __future__ import annotations
 
-import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from envs.jsonl import write_atomic
+from envs.jsonl import write_jsonl
 from envs.tasks import Task
 from omniagent.eval.config import (
     EvalConfig,
@@ -102,9 +102,7 @@ def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any =
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if loaded.missing:
-        write_atomic(
-            out / "missing_media.jsonl", "".join(json.dumps(m.__dict__) + "\n" for m in loaded.missing)
-        )
+        write_jsonl(out / "missing_media.jsonl", (asdict(m) for m in loaded.missing))
     og = cfg.get("overlap_guard") or {}
     if og.get("train_set"):
         options: dict[str, Any] = {"allow": bool(og.get("allow_overlap"))}
