@@ -9,9 +9,11 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 
 1. ``data``: a training synthetic set (``--train-seed``, split ``train``), envs.synth.
 2. ``synth``: best-of-N offline teacher trajectories (``synth_teacher``), kept only when the answer
-   is right and the rule auditor passes every turn (``rl/synthesize.py``).
+   is right and the rule auditor passes every turn (``rl/synthesize.py``), under the caps the tiny
+   agent can take in (``--max-frames 8 --max-clip-s 10 --max-audio-s 30``; eval uses the same).
 3. ``export``: one SFT row per turn (``rl.sft_export``).
-4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts).
+4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts);
+   ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
 5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``).
 6. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
@@ -89,9 +91,43 @@ def _eval_cmd(
         f"overlap_guard.train_set={args.out / 'synth_train' / 'tasks.jsonl'}",
     ]  # fmt: skip
     cmd += [f"+policy.kwargs.{k}={v}" for k, v in kwargs.items()]
+    cmd += [f"benchmark.limits.{k}={v}" for k, v in limit_overrides(args).items()]
     if args.eval_limit:
         cmd.append(f"limit={args.eval_limit}")
     return cmd
+
+
+def limit_overrides(args: argparse.Namespace) -> dict[str, float]:
+    """The environment caps used for synthesis AND evaluation, sized to what the tiny agent can take in:
+    its processor hears only the first 30 s of audio, and every served frame becomes a line of the
+    teacher's Observation, so wide looks make turns longer than the agent can learn or generate.
+    The same caps in both stages keep the system prompt (which states them) identical."""
+    return {"max_frames": args.max_frames, "max_clip_s": args.max_clip_s, "max_audio_s": args.max_audio_s}
+
+
+def turn_token_stats(parquet: Path, tokenizer_dir: Path, max_new_tokens: int) -> dict[str, Any]:
+    """Token lengths of the teacher's turns (the SFT targets) under the agent's tokenizer, against the
+    generation limit: a target longer than ``max_new_tokens`` teaches a turn the agent is cut off in."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    lengths = []
+    for raw in pd.read_parquet(parquet, columns=["messages"])["messages"]:
+        messages = json.loads(raw) if isinstance(raw, str) else list(raw)
+        content = messages[-1]["content"]
+        text = content if isinstance(content, str) else "".join(c.get("text") or "" for c in content)
+        lengths.append(len(tok(text)["input_ids"]))
+    lengths.sort()
+    n = max(1, len(lengths))
+    return {
+        "turns": len(lengths),
+        "mean": sum(lengths) / n,
+        "p95": lengths[min(len(lengths) - 1, int(0.95 * n))] if lengths else 0,
+        "max": lengths[-1] if lengths else 0,
+        "max_new_tokens": max_new_tokens,
+        "over_limit": sum(x > max_new_tokens for x in lengths) / n,
+    }
 
 
 def well_formed(run_dir: Path) -> dict[str, float]:
@@ -206,6 +242,16 @@ def stage_eval(args: argparse.Namespace) -> None:
     print(results_markdown(res))
 
 
+def synth_command(args: argparse.Namespace) -> list[str]:
+    """Best-of-N offline teacher episodes on the training set, under the tiny agent's caps."""
+    return [
+        sys.executable, str(REPO / "rl" / "synthesize.py"), f"data.tasks={args.out / 'synth_train' / 'tasks.jsonl'}",
+        f"out_dir={args.out / 'sft_data'}", "teacher.backend=synth_teacher", f"n_samples={args.n_samples}",
+        f"seed={args.seed}", "turn_budget.min=8", "turn_budget.max=16",
+        *(f"+env.limits.{k}={v}" for k, v in limit_overrides(args).items()),
+    ]  # fmt: skip
+
+
 def sft_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'init'}",
@@ -220,16 +266,13 @@ def sft_command(args: argparse.Namespace) -> list[str]:
 
 def run_stages(args: argparse.Namespace) -> None:
     out, logs = args.out, args.out / "logs"
-    train_tasks = out / "synth_train" / "tasks.jsonl"
     kept, parquet = out / "sft_data" / "kept.jsonl", out / "sft_data" / "train.parquet"
     for stage in args.stages:
         start = time.monotonic()
         if stage == "data":
             make_synth_set(out / "synth_train", args.train_seed, args.train_videos, args.durations, "train")
         elif stage == "synth" and not (out / "sft_data" / "summary.json").exists():
-            _run([sys.executable, str(REPO / "rl" / "synthesize.py"), f"data.tasks={train_tasks}",
-                  f"out_dir={out / 'sft_data'}", "teacher.backend=synth_teacher", f"n_samples={args.n_samples}",
-                  f"seed={args.seed}", "turn_budget.min=8", "turn_budget.max=16"], logs / "synth.log")  # fmt: skip
+            _run(synth_command(args), logs / "synth.log")
         elif stage == "export" and not parquet.exists():
             _run(
                 [sys.executable, "-m", "rl.sft_export", "--kept", str(kept), "--out", str(parquet)],
@@ -239,6 +282,9 @@ def run_stages(args: argparse.Namespace) -> None:
             from rl.tiny_agent import build_agent_thinker, corpus_texts
 
             build_agent_thinker(out / "init", corpus_texts([parquet]), seed=args.seed)
+            stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
+            write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
+            print(f"teacher turns: {json.dumps(stats)}", flush=True)
         elif stage == "sft" and not (out / "agent" / "config.json").exists():
             _run(sft_command(args), logs / "sft.log")
         elif stage == "eval":
@@ -262,7 +308,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=30)
     p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-new-tokens", type=int, default=320)
+    p.add_argument(
+        "--max-new-tokens", type=int, default=384, help="generation limit (see OUT/turn_tokens.json)"
+    )
+    p.add_argument("--max-frames", type=int, default=8, help="frames per look, synthesis and eval")
+    p.add_argument("--max-clip-s", type=float, default=10.0, help="seconds per clip, synthesis and eval")
+    p.add_argument(
+        "--max-audio-s", type=float, default=30.0, help="seconds per audio look (the processor hears 30)"
+    )
     p.add_argument("--eval-limit", type=int, default=0, help="first N held-out tasks only (0: all)")
     p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
     args = p.parse_args(argv)

@@ -13,7 +13,16 @@ import pytest
 
 from rl.local_sft import lr_at, sample_indices
 from rl.tiny_agent import mrope_section
-from rl.tiny_recipe import blank_media, parse_args, results_markdown, run_stages, well_formed
+from rl.tiny_recipe import (
+    _eval_cmd,
+    blank_media,
+    parse_args,
+    results_markdown,
+    run_stages,
+    synth_command,
+    turn_token_stats,
+    well_formed,
+)
 
 
 def test_sample_order_is_a_per_epoch_permutation() -> None:
@@ -74,6 +83,41 @@ def test_well_formed_and_markdown(tmp_path: Path) -> None:
     md = results_markdown(res)
     assert "| agent | 4 | 0.500 [0.250, 0.750] | 0.750 | 0.500 | 3.0 | 2.00 |" in md
     assert "| agent - uniform | 4 | 0.500 [0.250, 0.750] | True |" in md and "| mcq |" in md
+
+
+def test_synthesis_and_eval_share_caps_the_agent_can_take_in(tmp_path: Path) -> None:
+    from omniagent.tiny_model import _build_processor, _train_tokenizer
+
+    args = parse_args(["--out", str(tmp_path)])
+    heard = _build_processor(_train_tokenizer(["a b c"], vocab_size=300)).feature_extractor.chunk_length
+    assert args.max_audio_s <= heard  # the teacher never describes sound the student cannot hear
+    synth = [x for x in synth_command(args) if x.startswith("+env.limits.")]
+    evals = [
+        x for x in _eval_cmd(args, tmp_path / "t.jsonl", tmp_path / "run", "uniform", {}) if ".limits." in x
+    ]
+    assert len(synth) == 3 and [x.replace("+env.", "") for x in synth] == [
+        x.replace("benchmark.", "") for x in evals
+    ]
+    assert f"+env.limits.max_audio_s={args.max_audio_s}" in synth
+
+
+def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from omniagent.tiny_model import _train_tokenizer
+
+    tok = _train_tokenizer(["observation thought action frames seconds"] * 4, vocab_size=300)
+    tok.save_pretrained(str(tmp_path / "tok"))
+    short, long = '{"observation": "none"}', '{"observation": "' + "frames seconds " * 40 + '"}'
+    n_short, n_long = len(tok(short)["input_ids"]), len(tok(long)["input_ids"])
+    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": [{"type": "text", "text": t}]}]
+            for t in (short, long)]  # fmt: skip
+    pd.DataFrame({"messages": [json.dumps(r) for r in rows]}).to_parquet(tmp_path / "train.parquet")
+    stats = turn_token_stats(
+        tmp_path / "train.parquet", tmp_path / "tok", max_new_tokens=(n_short + n_long) // 2
+    )
+    assert stats["turns"] == 2 and stats["max"] == n_long and stats["over_limit"] == 0.5
+    assert stats["mean"] == (n_short + n_long) / 2
 
 
 @pytest.mark.slow
