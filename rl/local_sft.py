@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from rl.checkpoint import latest_checkpoint, load_training_state, prune_checkpoints, save_checkpoint
-from rl.sft_step import collate, freeze_modules, sft_loss
+from rl.sft_step import collate, freeze_modules, optimizer_step
 
 # Settings a resumed run must share with the run that saved the checkpoint (steps may grow).
 _FINGERPRINT_KEYS = ("train_files", "batch_size", "seed", "repeat_batch", "max_samples", "model")
@@ -99,16 +99,6 @@ def _load_model(path: str) -> Any:
     return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
 
 
-def _step(model: Any, opt: Any, params: list[Any], batch: dict[str, Any], clip: float) -> float:
-    opt.zero_grad(set_to_none=True)
-    loss, _ = sft_loss(model, batch)
-    loss.backward()
-    if clip:
-        torch.nn.utils.clip_grad_norm_(params, clip)
-    opt.step()
-    return float(loss.detach())
-
-
 def run_local(cfg: Any) -> list[float]:
     """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset``; returns
     the loss before each step (those of a resumed run's earlier life included)."""
@@ -154,7 +144,7 @@ def run_local(cfg: Any) -> list[float]:
             group["lr"] = lr_at(
                 step, steps, base_lr, int(local.get("warmup_steps") or 0), bool(local.get("cosine"))
             )
-        losses.append(_step(model, opt, params, batch, float(cfg.optim.clip_grad)))
+        losses.append(optimizer_step(model, opt, params, batch, float(cfg.optim.clip_grad)))
         if local.get("log_every") and (step + 1) % int(local.log_every) == 0:
             print(json.dumps({"step": step + 1, "loss": round(losses[-1], 4)}), flush=True)
         if save_every and ((step + 1) % save_every == 0 or step + 1 == steps):

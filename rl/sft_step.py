@@ -107,6 +107,19 @@ def sft_loss(model: torch.nn.Module, batch: dict[str, Any]) -> tuple[torch.Tenso
     return -(lp * mask).sum() / n, n
 
 
+def optimizer_step(
+    model: torch.nn.Module, opt: torch.optim.Optimizer, params: list[Any], batch: dict[str, Any], clip: float
+) -> float:
+    """One SFT update on ``batch``; returns the loss before it (gradients clipped to ``clip`` when set)."""
+    opt.zero_grad(set_to_none=True)
+    loss, _ = sft_loss(model, batch)
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(params, clip)
+    opt.step()
+    return float(loss.detach())
+
+
 def train_steps(
     model: torch.nn.Module,
     batches: Iterable[dict[str, Any]],
@@ -122,12 +135,6 @@ def train_steps(
     model.train()
     losses = []
     for batch in batches:
-        opt.zero_grad(set_to_none=True)
-        loss, _ = sft_loss(model, batch)
-        loss.backward()
-        if clip_grad:
-            torch.nn.utils.clip_grad_norm_(params, clip_grad)
-        opt.step()
-        losses.append(float(loss.detach()))
+        losses.append(optimizer_step(model, opt, params, batch, clip_grad))
     model.eval()
     return losses

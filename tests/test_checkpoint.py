@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import turn_text
 
 from envs.env import OmniVideoEnv
 from omniagent.checkpoint import IncompleteCheckpointError, check_checkpoint, missing_files
@@ -34,14 +35,10 @@ REPO = Path(__file__).resolve().parents[1]
 LIMITS = {"max_side": 64, "clip_fps": 2.0}
 
 
-def _turn(obs: str, thought: str, action: dict[str, Any]) -> str:
-    return json.dumps({"observation": obs, "thought": thought, "action": action})
-
-
 TEXTS = [
-    _turn("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
-    _turn("grey frames at 0, 10, 20 s", "listen to the first burst", {"type": "get_audio", "start": 2, "end": 5}),
-    _turn("a tone from 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
+    turn_text("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
+    turn_text("grey frames at 0, 10, 20 s", "listen to the first burst", {"type": "get_audio", "start": 2, "end": 5}),
+    turn_text("a tone from 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
 ]  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from testkit import turn_text
 
 from envs.env import OmniVideoEnv
 from envs.messages import count_media_parts, media_messages
@@ -21,20 +22,16 @@ from rl import sft_export
 LIMITS = {"max_side": 64, "clip_fps": 2.0}
 
 
-def T(obs: str, thought: str, action: dict[str, Any]) -> str:
-    return json.dumps({"observation": obs, "thought": thought, "action": action})
-
-
 VIDEO_TEXTS = [
-    T("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
-    T("grey barcoded frames at 0, 10, 20 s", "listen around the first burst", {"type": "get_audio", "start": 2, "end": 5}),
-    T("a 1000 Hz tone from 3 s", "watch it with sound", {"type": "get_clip", "start": 2.5, "end": 4}),
-    T("the clip shows the tone at 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
+    turn_text("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
+    turn_text("grey barcoded frames at 0, 10, 20 s", "listen around the first burst", {"type": "get_audio", "start": 2, "end": 5}),
+    turn_text("a 1000 Hz tone from 3 s", "watch it with sound", {"type": "get_clip", "start": 2.5, "end": 4}),
+    turn_text("the clip shows the tone at 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
 ]  # fmt: skip
 AUDIO_TEXTS = [
-    T("none", "listen to the start", {"type": "get_audio", "start": 0, "end": 6}),
-    T("a tone at 3 s", "one burst so far; listen further", {"type": "get_audio", "start": 10, "end": 14}),
-    T("a second tone at 12 s", "two bursts", {"type": "answer", "content": "2"}),
+    turn_text("none", "listen to the start", {"type": "get_audio", "start": 0, "end": 6}),
+    turn_text("a tone at 3 s", "one burst so far; listen further", {"type": "get_audio", "start": 10, "end": 14}),
+    turn_text("a second tone at 12 s", "two bursts", {"type": "answer", "content": "2"}),
 ]  # fmt: skip
 
 

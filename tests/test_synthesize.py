@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testkit import free_port
+from testkit import free_port, turn_text
 
 from envs.jsonl import read_jsonl
 from envs.limits import EnvLimits
@@ -43,10 +43,6 @@ EXPECTED = {  # mode -> rejection code (None: kept, or rejected only as a duplic
     "leak": "leakage",
 }
 SEEN_HINTS: list[bool] = []
-
-
-def _turn(obs: str, thought: str, action: dict[str, Any]) -> str:
-    return json.dumps({"observation": obs, "thought": thought, "action": action})
 
 
 class StochasticTeacher(Policy):
@@ -80,18 +76,20 @@ class StochasticTeacher(Policy):
             return TurnOutput(text="I think the answer is B")
         if mode == "budget":
             return TurnOutput(
-                text=_turn("none" if k == 1 else "more frames", f"mode={mode}: keep looking", look)
+                text=turn_text("none" if k == 1 else "more frames", f"mode={mode}: keep looking", look)
             )
         if mode == "guess":
             answer = {"type": "answer", "content": self._answer(True)}
-            return TurnOutput(text=_turn("none", f"mode={mode}: GUESS without looking", answer))
+            return TurnOutput(text=turn_text("none", f"mode={mode}: GUESS without looking", answer))
         if mode == "leak" and k == 1:
-            return TurnOutput(text=_turn("none", f"mode={mode}: the hint says 3.0 s", look))
+            return TurnOutput(text=turn_text("none", f"mode={mode}: the hint says 3.0 s", look))
         if k == 1:
-            return TurnOutput(text=_turn("none", f"mode={mode}: scan the whole video first", look))
+            return TurnOutput(text=turn_text("none", f"mode={mode}: scan the whole video first", look))
         content = self._answer(mode != "wrong")
         return TurnOutput(
-            text=_turn(f"{num} frames seen", "the frames settle it", {"type": "answer", "content": content})
+            text=turn_text(
+                f"{num} frames seen", "the frames settle it", {"type": "answer", "content": content}
+            )
         )
 
 

@@ -49,3 +49,8 @@ def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
     model, _ = build_tiny_thinker(seed=0, out_dir=path)
     processor = verl_omni.omni_hf_processor(str(path))
     return SimpleNamespace(path=path, model=model, processor=processor, tokenizer=processor.tokenizer)
+
+
+def turn_text(obs: str, thought: str, action: dict[str, Any]) -> str:
+    """One model turn in the environment's protocol, as a scripted test policy writes it."""
+    return json.dumps({"observation": obs, "thought": thought, "action": action})
