@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from envs.limits import EnvLimits, add_limit_flags, limit_flag, limits_from_args
 
 DEFAULT_MODEL = "harryhsing/OmniAgent-RL-7B"  # the released RL checkpoint (SFT: harryhsing/OmniAgent-SFT-7B)
-TINY_MODEL = "tiny"
+TINY_MODEL = "tiny-random"  # random weights: plumbing only
+TINY_AGENT = "tiny"  # the trained tiny agent shipped in the package (omniagent.tiny_agent)
 MODEL_BACKENDS = ("transformers", "vllm", "openai")
 SCRIPTED_BACKENDS = ("uniform", "oracle", "random", "replay")
 LIMIT_DESTS = {"backend": "decoder"}  # --backend is the policy here; the video decoder is --decoder
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help=f"Hub id or local checkpoint folder; '{TINY_MODEL}' = tiny random model (plumbing only)",
+        help=f"Hub id or local checkpoint folder; '{TINY_AGENT}' = the shipped trained tiny agent (CPU, "
+        f"offline), '{TINY_MODEL}' = tiny random model (plumbing only)",
     )
     m.add_argument(
         "--backend",

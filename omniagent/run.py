@@ -9,8 +9,11 @@ Examples::
     python -m omniagent.run talk.mp4 "How many people speak?" --task-type num \\
         --backend openai --base-url http://127.0.0.1:8000/v1
 
-    # plumbing check without weights: the tiny random model (its answers are noise)
+    # offline on a CPU: the tiny agent shipped in the package (trained on the synthetic benchmark)
     python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --model tiny --max-turns 3
+
+    # plumbing check without weights: the tiny random model (its answers are noise)
+    python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --model tiny-random --max-turns 3
 
     # baselines and test drivers: uniform, oracle, random, replay (see omniagent.backends.scripted)
     python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --answer B --backend oracle
@@ -42,6 +45,7 @@ from typing import Any
 
 from omniagent.cli_args import (
     SCRIPTED_BACKENDS,
+    TINY_AGENT,
     TINY_MODEL,
     build_parser,
     check_args,
@@ -75,7 +79,7 @@ def resolve_backend(backend: str, model: str, base_url: str | None) -> str:
         return backend
     if base_url:
         return "openai"
-    if model == TINY_MODEL:
+    if model in (TINY_MODEL, TINY_AGENT):
         return "transformers"
     if importlib.util.find_spec("vllm") is not None and cuda_available():
         return "vllm"
@@ -116,7 +120,7 @@ def what_to_do(backend: str, model: str) -> str:
     if backend in SCRIPTED_BACKENDS:
         return "check the --policy-arg values"
     return (
-        "use `--model tiny` for a smoke run without weights, point --model at a downloaded checkpoint "
+        "use `--model tiny-random` for a smoke run without weights, point --model at a downloaded checkpoint "
         "folder, or serve the model and use `--backend openai --base-url http://HOST:8000/v1`"
     )
 
@@ -201,13 +205,19 @@ class CliRun:
     def print_notes(self) -> None:
         if self.args.model == TINY_MODEL and self.backend not in SCRIPTED_BACKENDS:
             self.console.print(
-                "[yellow]note: --model tiny is a tiny randomly initialised model: its answers are noise "
-                "(for plumbing checks only).[/yellow]"
+                "[yellow]note: --model tiny-random has random weights: its answers are noise (for "
+                "plumbing checks only).[/yellow]"
             )
-        if self.backend == "transformers" and self.args.model != TINY_MODEL and not cuda_available():
+        if self.args.model == TINY_AGENT and self.backend not in SCRIPTED_BACKENDS:
+            self.console.print(
+                "[yellow]note: --model tiny is the ~1 M-parameter agent shipped with the package, trained "
+                "only on the synthetic benchmark (rl.tiny_recipe): a demo, not a capable model.[/yellow]"
+            )
+        small = self.args.model in (TINY_MODEL, TINY_AGENT)
+        if self.backend == "transformers" and not small and not cuda_available():
             self.console.print(
                 "[yellow]note: no CUDA GPU: a 7B model on CPU is very slow; consider --backend openai "
-                "--base-url ... or --model tiny.[/yellow]"
+                "--base-url ... or --model tiny (the shipped tiny agent).[/yellow]"
             )
 
     def load_policy(self) -> None:

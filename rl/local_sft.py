@@ -23,7 +23,15 @@ from rl.checkpoint import latest_checkpoint, load_training_state, prune_checkpoi
 from rl.sft_step import collate, freeze_modules, optimizer_step
 
 # Settings a resumed run must share with the run that saved the checkpoint (steps may grow).
-_FINGERPRINT_KEYS = ("train_files", "batch_size", "seed", "repeat_batch", "max_samples", "model")
+_FINGERPRINT_KEYS = (
+    "train_files",
+    "batch_size",
+    "seed",
+    "repeat_batch",
+    "max_samples",
+    "model",
+    "text_warmup",
+)
 
 
 def sample_indices(step: int, batch_size: int, n: int, seed: int, repeat: bool) -> list[int]:
@@ -62,6 +70,7 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "repeat_batch": bool(local.get("repeat_batch")),
         "max_samples": int(local.get("max_samples") or -1),
         "model": str(cfg.model.path),
+        "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
     }
 
 
@@ -134,6 +143,15 @@ def run_local(cfg: Any) -> list[float]:
         torch.set_rng_state(state["rng"])
         start, losses = int(state["step"]), list(state["losses"])
         print(json.dumps({"resumed_from": str(resume_dir), "step": start}), flush=True)
+    warm = local.get("text_warmup") or {}
+    if state is None and int(warm.get("steps") or 0) > 0:  # a resumed run's checkpoint is already warmed up
+        from rl.text_warmup import run_text_warmup
+
+        run_text_warmup(
+            model, tokenizer, list(files) if not isinstance(files, str) else [files], int(warm.steps),
+            int(warm.get("batch_size") or 16), float(warm.get("lr") or base_lr), int(cfg.trainer.seed),
+            float(cfg.optim.clip_grad), int(local.get("log_every") or 0),
+        )  # fmt: skip
     steps, bs, n = int(local.steps), int(local.batch_size), len(dataset)
     save_every = int(local.get("save_every") or 0)
     model.train()

@@ -14,7 +14,9 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 3. ``export``: one SFT row per turn (``rl.sft_export``).
 4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
-5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``).
+5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
+   first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
+   the agent learns to copy numbers), then ``--steps`` full-context turns with their media.
 6. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
@@ -35,7 +37,8 @@ from typing import Any
 from envs.jsonl import write_atomic
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "synth", "export", "build", "sft", "eval")
+STAGES = ("data", "synth", "export", "build", "sft", "eval", "scaling", "ship")
+DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
 
 
@@ -82,10 +85,15 @@ def blank_media(tasks_file: Path, out: Path) -> Path:
 
 
 def _eval_cmd(
-    args: argparse.Namespace, tasks: Path, out_dir: Path, policy: str, kwargs: dict[str, Any]
+    args: argparse.Namespace,
+    tasks: Path,
+    out_dir: Path,
+    policy: str,
+    kwargs: dict[str, Any],
+    script: str = "eval.py",
 ) -> list[str]:
     cmd = [
-        sys.executable, str(REPO / "scripts" / "eval.py"), "unfreeze=true", "benchmark.dataset=tasks",
+        sys.executable, str(REPO / "scripts" / script), "unfreeze=true", "benchmark.dataset=tasks",
         f"benchmark.annotations={tasks}", "benchmark.name=tiny-heldout", "benchmark.dataset_kwargs={}",
         f"policy.name={policy}", f"out_dir={out_dir}", "workers=1", "progress=false",
         f"overlap_guard.train_set={args.out / 'synth_train' / 'tasks.jsonl'}",
@@ -161,7 +169,7 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         "uniform": (held, runs / "uniform", "uniform", {}),
         "random": (held, runs / "random", "random", {}),
         "random_weights": (held, runs / "random_weights", "transformers",
-                           {"model": "tiny", "max_new_tokens": args.max_new_tokens, "device": "cpu"}),
+                           {"model": "tiny-random", "max_new_tokens": args.max_new_tokens, "device": "cpu"}),
     }  # fmt: skip
 
 
@@ -242,6 +250,15 @@ def stage_eval(args: argparse.Namespace) -> None:
     print(results_markdown(res))
 
 
+def scaling_command(args: argparse.Namespace) -> list[str]:
+    """The trained agent's score against its turn budget K (``--scaling-ks``) on the held-out set:
+    ``scripts/turn_scaling.py`` (one resumable eval per K; CSV and plots in ``OUT/scaling``). Greedy
+    decoding makes a run deterministic, so one seed per K."""
+    held, _, policy, kwargs = run_rows(args)["agent"]
+    cmd = _eval_cmd(args, held, args.out / "scaling", policy, kwargs, script="turn_scaling.py")
+    return cmd + [f"scaling.ks=[{','.join(str(k) for k in args.scaling_ks)}]", "scaling.seeds=[0]"]
+
+
 def synth_command(args: argparse.Namespace) -> list[str]:
     """Best-of-N offline teacher episodes on the training set, under the tiny agent's caps."""
     return [
@@ -261,6 +278,8 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
         "omni_sft.local.log_every=25", f"omni_sft.local.warmup_steps={args.warmup_steps}",
         "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={args.out / 'agent'}", f"trainer.seed={args.seed}",
+        f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
+        f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
     ]  # fmt: skip
 
 
@@ -289,20 +308,33 @@ def run_stages(args: argparse.Namespace) -> None:
             _run(sft_command(args), logs / "sft.log")
         elif stage == "eval":
             stage_eval(args)
+        elif stage == "scaling":
+            _run(scaling_command(args), logs / "scaling.log")
+        elif stage == "ship":
+            from omniagent.tiny_agent import ship_agent
+
+            print(f"shipped: {ship_agent(out, vars(args))}", flush=True)
         print(f"stage {stage}: {time.monotonic() - start:.0f} s", flush=True)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
-    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(DEFAULT_STAGES))
     p.add_argument("--train-seed", type=int, default=101, help="synthetic training set seed")
     p.add_argument("--eval-seed", type=int, default=202, help="held-out set seed (other videos and tasks)")
     p.add_argument("--train-videos", type=int, default=16)
     p.add_argument("--eval-videos", type=int, default=4)
     p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
     p.add_argument("--n-samples", type=int, default=4, help="best-of-N teacher episodes per task")
-    p.add_argument("--steps", type=int, default=1200, help="SFT optimizer steps")
+    p.add_argument("--steps", type=int, default=2500, help="full-context SFT optimizer steps (batch 1)")
+    p.add_argument(
+        "--text-warmup-steps",
+        type=int,
+        default=1500,
+        help="short-context text steps first (rl/text_warmup.py)",
+    )
+    p.add_argument("--text-warmup-batch", type=int, default=16)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup-steps", type=int, default=30)
@@ -317,6 +349,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--max-audio-s", type=float, default=30.0, help="seconds per audio look (the processor hears 30)"
     )
     p.add_argument("--eval-limit", type=int, default=0, help="first N held-out tasks only (0: all)")
+    p.add_argument(
+        "--scaling-ks",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[2, 4, 8, 16],
+        help="turn budgets of the scaling stage",
+    )
     p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
     args = p.parse_args(argv)
     args.out = args.out.resolve()

@@ -72,7 +72,7 @@ CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
 class Args:
     """Every knob of the run, with the shared-config key it is read from (verl reads the same key)."""
 
-    model: str  # actor_rollout_ref.model.path: checkpoint folder, or "tiny" for the random tiny thinker
+    model: str  # actor_rollout_ref.model.path: checkpoint folder, "tiny" (shipped agent) or "tiny-random"
     group_size: int  # actor_rollout_ref.rollout.n: episodes per task (one GRPO group)
     temperature: float  # actor_rollout_ref.rollout.temperature: rollout sampling temperature
     top_p: float  # actor_rollout_ref.rollout.top_p

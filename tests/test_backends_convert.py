@@ -377,7 +377,9 @@ def test_transformers_policy_logprobs_match_forward(tiny, tiny_dir: Path) -> Non
     import torch
 
     model, processor = tiny
-    policy = make_policy("transformers", model="tiny", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=6)
+    policy = make_policy(
+        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=6
+    )
     messages = [SYSTEM, user(text("[t=4.0s]"), image_part(4.0), text("What is shown?"))]
     out = policy.act(messages)
     assert out.completion_tokens == len(out.token_logprobs) == len(out.token_entropies) > 0
@@ -408,7 +410,7 @@ def test_transformers_policy_logprobs_match_forward(tiny, tiny_dir: Path) -> Non
 
 def test_transformers_policy_loads_tiny_by_path(tiny_dir: Path) -> None:
     messages = [user(text("[audio 0-1s]"), audio_part(0.0, 1.0), text("Heard?"))]
-    by_name = make_policy("transformers", model="tiny", tiny_dir=str(tiny_dir), max_new_tokens=4).act(
+    by_name = make_policy("transformers", model="tiny-random", tiny_dir=str(tiny_dir), max_new_tokens=4).act(
         messages
     )
     by_path = make_policy("transformers", model=str(tiny_dir), dtype="float32", max_new_tokens=4).act(
@@ -418,7 +420,9 @@ def test_transformers_policy_loads_tiny_by_path(tiny_dir: Path) -> None:
     assert by_path.token_logprobs == pytest.approx(by_name.token_logprobs, abs=1e-5)
     assert by_path.prompt_tokens == by_name.prompt_tokens > audio_tokens(SR)
 
-    sampler = make_policy("transformers", model="tiny", tiny_dir=str(tiny_dir), temperature=0.7, top_p=0.9)
+    sampler = make_policy(
+        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), temperature=0.7, top_p=0.9
+    )
     config = sampler.generation_config
     assert (config.do_sample, config.temperature, config.top_p) == (True, 0.7, 0.9)
     assert config.output_logits and config.return_dict_in_generate
@@ -429,7 +433,9 @@ def test_transformers_policy_loads_tiny_by_path(tiny_dir: Path) -> None:
 def test_transformers_policy_shared_by_two_threads(tiny, tiny_dir: Path) -> None:
     """Eval workers may share one policy: generation is serialised by its lock (the intervals of the
     model's ``generate`` calls never overlap) and each result equals the one computed alone."""
-    policy = make_policy("transformers", model="tiny", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=4)
+    policy = make_policy(
+        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=4
+    )
     contexts = [[SYSTEM, user(text(f"[t={t}s]"), image_part(t), text("What?"))] for t in (1.0, 6.0)]
     alone = [policy.act(c).text for c in contexts]
     spans: list[tuple[float, float]] = []
@@ -474,4 +480,4 @@ def test_transformers_policy_load_errors(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="--backend openai --base-url"):
         make_policy("transformers", model="/no/such/checkpoint")
     with pytest.raises(ValueError, match="temperature"):
-        make_policy("transformers", model="tiny", temperature=-1)
+        make_policy("transformers", model="tiny-random", temperature=-1)

@@ -195,7 +195,8 @@ def test_choices_and_answers_parse():
 
 def test_backend_resolution(monkeypatch):
     assert cli.resolve_backend("auto", "m", "http://h:1/v1") == "openai"
-    assert cli.resolve_backend("auto", "tiny", None) == "transformers"
+    assert cli.resolve_backend("auto", "tiny-random", None) == "transformers"
+    assert cli.resolve_backend("auto", "tiny", None) == "transformers"  # the shipped agent runs on CPU
     assert cli.resolve_backend("replay", "m", None) == "replay"
     monkeypatch.setattr(cli, "cuda_available", lambda: False)
     assert cli.resolve_backend("auto", cli_args.DEFAULT_MODEL, None) == "transformers"
@@ -242,7 +243,7 @@ def test_backend_that_cannot_start_exits_3(tmp_path, video_path, capsys, monkeyp
     assert code == 3
     err = capsys.readouterr().err
     assert "backend 'transformers' could not start: cannot load model 'x/y'" in err
-    assert "--model tiny" in err and "--backend openai --base-url" in err  # says what to do
+    assert "--model tiny-random" in err and "--backend openai --base-url" in err  # says what to do
     traj = Trajectory.load_json(tmp_path / "t.json")
     assert traj.stop_reason == "policy_error" and "cannot load model 'x/y'" in traj.error
 
@@ -256,7 +257,8 @@ def test_missing_checkpoint_offline_exits_3(tmp_path, video_path, capsys, monkey
     )  # fmt: skip
     assert code == 3
     err = " ".join(capsys.readouterr().err.split())
-    assert "could not start" in err and "--model tiny" in err and "Traceback" not in err
+    assert "could not start" in err and "--model tiny" in err and "tiny-random" in err
+    assert "Traceback" not in err
 
 
 def test_random_policy_draw_depends_on_task_not_order(video_path, silent_video_path):

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow  # ~30 s to import torch + transformers and load t
 
 @pytest.fixture(scope="module")
 def tiny():
-    policy = make_policy("transformers", model="tiny", device="cpu", max_new_tokens=MAX_NEW_TOKENS, seed=0)
+    policy = make_policy(
+        "transformers", model="tiny-random", device="cpu", max_new_tokens=MAX_NEW_TOKENS, seed=0
+    )
     yield policy
     policy.close()
 
@@ -95,11 +97,11 @@ def test_tiny_model_reads_frames_audio_and_clips(tiny, video_path):
 def test_cli_with_tiny_model(tmp_path, video_path, capsys):
     out = tmp_path / "t.json"
     code = cli.main(
-        [str(video_path), "Which beep is higher?", "--choices", "first|second", "--model", "tiny",
+        [str(video_path), "Which beep is higher?", "--choices", "first|second", "--model", "tiny-random",
          "--device", "cpu", "--max-turns", "2", "--max-new-tokens", str(MAX_NEW_TOKENS), "--out", str(out)]
     )  # fmt: skip
     assert code == 0
     text = capsys.readouterr().out
     assert "answers are noise" in text and "Turn 1/2" in text
     traj = Trajectory.load_json(out)
-    assert traj.meta["run"]["backend"] == "transformers" and traj.meta["run"]["model"] == "tiny"
+    assert traj.meta["run"]["backend"] == "transformers" and traj.meta["run"]["model"] == "tiny-random"

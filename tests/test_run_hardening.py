@@ -243,7 +243,7 @@ TINY_EVAL = textwrap.dedent(
     tasks = load_tasks_jsonl(sys.argv[1])[:2]
     cfg = EvalConfig(
         out_dir=sys.argv[2], policy="transformers", workers=2, progress=False, limits={"max_turns": 2},
-        policy_kwargs={"model": "tiny", "max_new_tokens": 8, "device": "cpu", "tiny_dir": sys.argv[3]},
+        policy_kwargs={"model": "tiny-random", "max_new_tokens": 8, "device": "cpu", "tiny_dir": sys.argv[3]},
     )
     print(run_eval(tasks, cfg).model_dump_json())
     """

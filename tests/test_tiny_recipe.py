@@ -18,7 +18,9 @@ from rl.tiny_recipe import (
     blank_media,
     parse_args,
     results_markdown,
+    run_rows,
     run_stages,
+    scaling_command,
     synth_command,
     turn_token_stats,
     well_formed,
@@ -101,6 +103,17 @@ def test_synthesis_and_eval_share_caps_the_agent_can_take_in(tmp_path: Path) -> 
     assert f"+env.limits.max_audio_s={args.max_audio_s}" in synth
 
 
+def test_scaling_runs_the_agent_on_the_held_out_set_and_ship_only_when_asked(tmp_path: Path) -> None:
+    args = parse_args(["--out", str(tmp_path / "r"), "--scaling-ks", "2,8"])
+    assert "ship" not in args.stages and "scaling" in args.stages
+    cmd = scaling_command(args)
+    assert cmd[1].endswith("scripts/turn_scaling.py") and "scaling.ks=[2,8]" in cmd
+    assert f"benchmark.annotations={args.out / 'synth_eval' / 'tasks.jsonl'}" in cmd
+    assert f"+policy.kwargs.model={args.out / 'agent'}" in cmd and "policy.name=transformers" in cmd
+    assert f"out_dir={args.out / 'scaling'}" in cmd
+    assert run_rows(args)["random_weights"][3]["model"] == "tiny-random"  # "tiny" is the shipped agent
+
+
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
     import pandas as pd
 
@@ -129,6 +142,7 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
     args = parse_args(["--out", str(tmp_path / "r"), "--train-videos", "1", "--durations", "60",
                        "--n-samples", "2", "--steps", "12", "--warmup-steps", "2", "--save-every", "6",
+                       "--text-warmup-steps", "3", "--text-warmup-batch", "2",
                        "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft"])  # fmt: skip
     run_stages(args)
     log = (args.out / "logs" / "sft.log").read_text()

@@ -53,7 +53,7 @@ def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def random_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The random tiny thinker as a checkpoint folder (whatever the name "tiny" resolves to later)."""
+    """The random tiny thinker as a checkpoint folder (by path: "tiny" now names the shipped agent)."""
     from omniagent.tiny_model import build_tiny_thinker
 
     path = tmp_path_factory.mktemp("random_tiny") / "model"

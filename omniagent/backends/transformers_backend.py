@@ -1,8 +1,10 @@
 """Run a Qwen2.5-Omni thinker in-process with Hugging Face transformers.
 
-``TransformersPolicy(model="tiny")`` builds the tiny random thinker of :mod:`omniagent.tiny_model`
-(offline, outputs are noise: for plumbing only). Any other ``model`` is a local checkpoint folder or
-a Hub id already in the local cache; nothing is downloaded when the machine is offline.
+``TransformersPolicy(model="tiny")`` loads the trained tiny agent shipped in the package
+(:mod:`omniagent.tiny_agent`); ``model="tiny-random"`` builds the tiny random thinker of
+:mod:`omniagent.tiny_model` (offline, outputs are noise: for plumbing only). Any other ``model`` is a
+local checkpoint folder or a Hub id already in the local cache; nothing is downloaded when the
+machine is offline.
 
 Per-token log-probs and entropies are computed from the raw ``output_logits`` of ``generate``
 (the model's untempered next-token distribution, ``softmax(logits)``), not from the post-processed
@@ -26,7 +28,8 @@ from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
 
 logger = logging.getLogger(__name__)
 
-TINY = "tiny"
+TINY = "tiny-random"  # the random tiny thinker (plumbing tests)
+TINY_AGENT = "tiny"  # the trained tiny agent shipped in omniagent/assets/tiny_agent
 _FLOAT_INPUTS = ("pixel_values", "pixel_values_videos", "input_features")
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 _DTYPES |= {"float16": "float16", "fp16": "float16", "half": "float16"}
@@ -90,8 +93,9 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
     from transformers import AutoConfig
 
     hint = (
-        "Use `--model tiny` for the tiny random test model, point `--model` at a downloaded checkpoint "
-        "folder, or serve the model elsewhere and use `--backend openai --base-url http://HOST:PORT/v1`."
+        "Use `--model tiny` for the shipped tiny agent (`tiny-random`: random weights), point `--model` "
+        "at a downloaded checkpoint folder, or serve the model elsewhere and use "
+        "`--backend openai --base-url http://HOST:PORT/v1`."
     )
     path = Path(model).expanduser()
     if path.is_dir():
@@ -142,7 +146,8 @@ class TransformersParams(PolicyParams):
 
     model: str = Field(
         TINY,
-        description='"tiny" (random test model), a local checkpoint folder, or a Hub id in the local cache',
+        description='"tiny" (the shipped trained tiny agent), "tiny-random" (random test model), a local '
+        "checkpoint folder, or a Hub id in the local cache",
     )
     device: str = Field("auto", description='"auto" (CUDA when available), "cpu", "cuda" or "cuda:N"')
     dtype: str = Field(
@@ -165,7 +170,7 @@ class TransformersParams(PolicyParams):
         True, description="interleave a clip's own audio with its frames (TMRoPE)"
     )
     tiny_dir: str | None = Field(
-        None, description="cache folder for the tiny model (default: a temp cache per seed)"
+        None, description="cache folder for the tiny random model (default: a temp cache per seed)"
     )
 
 
@@ -199,6 +204,10 @@ class TransformersPolicy(Policy):
             from omniagent.tiny_model import build_tiny_thinker
 
             net, self.processor = build_tiny_thinker(seed=self.seed, out_dir=p.tiny_dir)
+        elif p.model == TINY_AGENT:
+            from omniagent.tiny_agent import shipped_agent_dir
+
+            net, self.processor = _load_pretrained(str(shipped_agent_dir()), self.dtype)
         else:
             net, self.processor = _load_pretrained(p.model, self.dtype)
         self.model = net.to(device=self.device, dtype=self.dtype).eval()

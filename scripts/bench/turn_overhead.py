@@ -1,7 +1,7 @@
 """Turn overhead benchmark: how much of a turn is *not* the model.
 
-Runs episodes with the tiny random Qwen2.5-Omni thinker through the transformers backend on
-generated media (``envs.synth``: a video with sound and its tasks) and splits every turn into
+Runs episodes with the tiny random Qwen2.5-Omni thinker (``tiny-random``) through the transformers
+backend on generated media (``envs.synth``: a video with sound and its tasks) and splits every turn into
 
 - **generate**: ``model.generate`` and decoding (the backend's ``model_seconds`` minus prompt building);
 - **prompt**: building the model inputs (chat template, processor on the frames / audio / clip);
@@ -198,7 +198,7 @@ def run_seed(args: argparse.Namespace, seed: int, media_dir: Path) -> Measure:
 
     tasks = make_media(media_dir, args.episodes, args.duration, seed)
     model = make_policy(
-        "transformers", model="tiny", device=args.device, max_new_tokens=args.max_new_tokens, seed=seed
+        "transformers", model="tiny-random", device=args.device, max_new_tokens=args.max_new_tokens, seed=seed
     )
     prompt_seconds = time_prompt_builds()
     env = OmniVideoEnv()
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     seeds = [int(x) for x in str(args.seeds).split(",") if x.strip()]
     media_dir = Path(args.media_dir or tempfile.mkdtemp(prefix="omniagent-bench-"))
     media_dir.mkdir(parents=True, exist_ok=True)
-    print(f"tiny model (outputs are noise: plumbing only), {len(WORKLOAD)} turns x {args.episodes} episodes "
+    print(f"tiny-random (outputs are noise: plumbing only), {len(WORKLOAD)} turns x {args.episodes} episodes "
           f"per seed on {args.duration:g} s videos, {args.threads} torch thread(s), in {media_dir}", flush=True)  # fmt: skip
     shares = []
     for seed in seeds:
