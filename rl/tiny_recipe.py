@@ -17,10 +17,15 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
    the agent learns to copy numbers), then ``--steps`` full-context turns with their media.
-6. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+6. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
+   (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
+7. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
+8. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+9. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
+   of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any
 from envs.jsonl import write_atomic
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "synth", "export", "build", "sft", "eval", "scaling", "ship")
+STAGES = ("data", "synth", "export", "build", "sft", "probe", "eval", "scaling", "ship")
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
 
@@ -306,6 +311,10 @@ def run_stages(args: argparse.Namespace) -> None:
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
         elif stage == "sft" and not (out / "agent" / "config.json").exists():
             _run(sft_command(args), logs / "sft.log")
+        elif stage == "probe":  # a minute: does the agent read its media at all? (rl/media_probe.py)
+            probe = [sys.executable, "-m", "rl.media_probe", "--model", str(out / "agent"), "--data", str(parquet),
+                     "--out", str(out / "media_probe.json")]  # fmt: skip
+            _run(probe, logs / "probe.log")
         elif stage == "eval":
             stage_eval(args)
         elif stage == "scaling":

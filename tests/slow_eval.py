@@ -54,7 +54,9 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=None)
     args = p.parse_args()
     tasks = load_tasks_jsonl(args.tasks)[: args.limit]
-    cfg = EvalConfig(out_dir=args.out, policy="oracle", workers=args.workers, progress=False, limits={"max_turns": 8})
+    cfg = EvalConfig(
+        out_dir=args.out, policy="oracle", workers=args.workers, progress=False, limits={"max_turns": 8}
+    )
     try:
         run_eval(tasks, cfg, policy_factory=lambda: Slow(args.go))
     except FolderLockedError as exc:

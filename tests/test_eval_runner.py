@@ -370,9 +370,13 @@ def test_a_retired_limit_is_dropped_not_frozen_or_fingerprinted(tmp_path: Path) 
     assert check_frozen(["benchmark.limits.audio_cache_dir=/tmp/c", "benchmark.limits.backend=pyav"]) == []
     with pytest.raises(FrozenPresetError, match="benchmark.limits.max_frames=3"):
         check_frozen(["benchmark.limits.max_frames=3"])
-    cfg = EvalConfig(out_dir=str(tmp_path), policy="oracle", limits={"max_frames": 8, "audio_cache_dir": "/tmp/c"})
+    cfg = EvalConfig(
+        out_dir=str(tmp_path), policy="oracle", limits={"max_frames": 8, "audio_cache_dir": "/tmp/c"}
+    )
     assert cfg.fingerprint()["limits"]["max_frames"] == 8
-    assert "audio_cache_dir" not in cfg.fingerprint()["limits"] and "backend" not in cfg.fingerprint()["limits"]
+    assert (
+        "audio_cache_dir" not in cfg.fingerprint()["limits"] and "backend" not in cfg.fingerprint()["limits"]
+    )
 
 
 def test_overlap_guard_in_the_runner(synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -371,3 +371,30 @@ def test_prepare_thinker_from_full_checkpoint(tiny_dir: Path, tmp_path: Path) ->
     for (k, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
     assert prepare_thinker(str(full), str(out)) == out  # already there: nothing redone
+
+
+def test_media_probe_compares_real_and_zeroed_media_by_region(dataset: Any, tiny_dir: Path) -> None:
+    import torch
+
+    from rl.local_sft import _load_model
+    from rl.media_probe import MEDIA_INPUTS, media_dependence, region_of, zero_media
+    from rl.sft_step import collate
+
+    assert region_of('{"observation": "a') == "observation"
+    assert region_of('{"observation": "a", "thought": "b') == "thought"
+    assert region_of('{"observation": "a", "thought": "b", "action": {"type') == "action"
+    with_media = [i for i in range(len(dataset)) if dataset[i].get("multi_modal_inputs")]
+    batch = collate([dataset[with_media[0]]])
+    zeroed = zero_media(batch)
+    assert torch.equal(zeroed["input_ids"], batch["input_ids"])
+    assert any(k in batch for k in MEDIA_INPUTS)
+    assert all(not zeroed[k].any() for k in MEDIA_INPUTS if k in batch)
+    model = _load_model(str(tiny_dir)).eval()
+    report = media_dependence(model, dataset.tokenizer, dataset, n_samples=len(dataset))
+    assert report["samples"] == len(with_media)  # turns without media are not scored
+    by = report["by"]
+    assert by["all"]["tokens"] == sum(
+        by[r]["tokens"] for r in ("observation", "thought", "action") if r in by
+    )
+    assert by["all"]["tokens"] == by["digit"]["tokens"] + by["other"]["tokens"]
+    assert abs(by["all"]["gap"]) > 1e-4  # the random model's output does depend on its media inputs

@@ -68,7 +68,22 @@ def ffmpeg_frame(path: str, t: float, size: tuple[int, int]) -> np.ndarray:
 
 def extract_all_ffmpeg(path: str, dst: str) -> None:
     """What the former audio cache paid before its first request: the whole track to a 16 kHz WAV."""
-    cmd = ["ffmpeg", "-v", "error", "-y", "-i", path, "-vn", "-ac", "1", "-ar", "16000", "-c:a", "pcm_s16le", dst]
+    cmd = [
+        "ffmpeg",
+        "-v",
+        "error",
+        "-y",
+        "-i",
+        path,
+        "-vn",
+        "-ac",
+        "1",
+        "-ar",
+        "16000",
+        "-c:a",
+        "pcm_s16le",
+        dst,
+    ]
     subprocess.run(cmd, check=True)
 
 
