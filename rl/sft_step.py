@@ -113,6 +113,10 @@ def optimizer_step(
     """One SFT update on ``batch``; returns the loss before it (gradients clipped to ``clip`` when set)."""
     opt.zero_grad(set_to_none=True)
     loss, _ = sft_loss(model, batch)
+    if (
+        not loss.requires_grad
+    ):  # no trainable parameter on this batch's path (encoders only, a text-only turn)
+        return float(loss.detach())
     loss.backward()
     if clip:
         torch.nn.utils.clip_grad_norm_(params, clip)

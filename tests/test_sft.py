@@ -398,3 +398,27 @@ def test_media_probe_compares_real_and_zeroed_media_by_region(dataset: Any, tiny
     )
     assert by["all"]["tokens"] == by["digit"]["tokens"] + by["other"]["tokens"]
     assert abs(by["all"]["gap"]) > 1e-4  # the random model's output does depend on its media inputs
+
+
+def test_encoders_only_training_skips_turns_without_media(dataset: Any, tiny_dir: Path) -> None:
+    """``omni_sft.freeze=[model, lm_head]`` (align the encoders to a trained text model): a text-only
+    turn has no trainable parameter on its path, so the step is skipped instead of failing."""
+    import torch
+
+    from rl.local_sft import _load_model
+    from rl.sft_step import collate, freeze_modules, optimizer_step
+
+    model = _load_model(str(tiny_dir))
+    freeze_modules(model, ["model", "lm_head"])
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    text_only = next(i for i in range(len(dataset)) if not dataset[i].get("multi_modal_inputs"))
+    with_media = next(i for i in range(len(dataset)) if dataset[i].get("multi_modal_inputs"))
+    before = [p.detach().clone() for p in params]
+    loss = optimizer_step(model, opt, params, collate([dataset[text_only]]), 1.0)
+    assert loss > 0 and all(torch.equal(a, b) for a, b in zip(before, params, strict=True))
+    optimizer_step(model, opt, params, collate([dataset[with_media]]), 1.0)
+    assert any(not torch.equal(a, b) for a, b in zip(before, params, strict=True))
+    assert all(
+        not p.requires_grad for n, p in model.named_parameters() if n.startswith(("model.", "lm_head"))
+    )
