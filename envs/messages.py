@@ -43,5 +43,8 @@ def media_messages(messages: list[Message]) -> list[int]:
 
 
 def message_text(message: Message) -> str:
-    """The text of a message with its media parts left out."""
-    return "".join(p["text"] for p in message["content"] if p["type"] == "text")
+    """The text of a message with its media parts left out (content may also be a plain string)."""
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(p["text"] for p in content if p["type"] == "text")

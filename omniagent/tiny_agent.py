@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from envs.jsonl import write_atomic
 from omniagent.checkpoint import missing_files
 
 __all__ = [
@@ -289,11 +290,7 @@ def write_manifest(agent_dir: str | Path, recipe_out: str | Path, recipe_args: M
         "fingerprints": recipe_fingerprints(recipe_out),
         "written": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    path = folder / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n")
 
 
 def ship_agent(recipe_out: str | Path, recipe_args: Mapping[str, Any], dest: str | Path = ASSET_DIR) -> Path:

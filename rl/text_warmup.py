@@ -2,12 +2,12 @@
 latest message, no system prompt, no older history and no media.
 
 Why: measured on the tiny agent (README, "The tiny agent"), the per-turn SFT samples are ~1.6 K
-tokens of context for ~130 target tokens, and after 5.7 K batch-1 steps the agent still could not
-copy a number (1.2 nats per digit even where the action repeats a number its own Thought wrote a
-few tokens earlier). A short sample is ~300 tokens, so the same CPU time trains on several times
-more targets, in batches; number copying (question time -> action, percept header -> Observation)
-is learned there first, and the full-context SFT that follows trains the same turns as the model
-sees them. The prompt uses the chat format of the model's template (``<|im_start|>role ...``).
+tokens of context for ~130 target tokens, and after 1200 batch-1 steps the agent still could not
+write a number (1.9 nats per digit on the teacher's turns, ``rl/media_probe.py``; 0.58 for the
+shipped agent: this warm-up, then 2500 full-context steps). A short sample is ~300 tokens, so the
+same CPU time trains on several times more targets, in batches; number copying (question time ->
+action, percept header -> Observation) is learned there first, and the full-context SFT that
+follows trains the same turns as the model sees them. The prompt uses the chat format of the model's template (``<|im_start|>role ...``).
 """
 
 from __future__ import annotations
@@ -21,13 +21,8 @@ from typing import Any
 
 import torch
 
+from envs.messages import message_text
 from rl.sft_step import optimizer_step
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text") or "" for p in content or [] if p.get("type") == "text")
 
 
 def short_turns(parquet_files: Sequence[str | Path], tokenizer: Any) -> list[tuple[list[int], list[int]]]:
@@ -42,11 +37,11 @@ def short_turns(parquet_files: Sequence[str | Path], tokenizer: Any) -> list[tup
             messages = json.loads(raw)
             if len(messages) < 3 or messages[-1].get("role") != "assistant":
                 raise ValueError(f"{path}: an SFT row must end with the assistant's turn")
-            task = next(_text(m["content"]) for m in messages if m["role"] == "user")
-            latest = _text(messages[-2]["content"])
+            task = next(message_text(m) for m in messages if m["role"] == "user")
+            latest = message_text(messages[-2])
             prompt = f"<|im_start|>user\n{task}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
             ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            target = tokenizer(_text(messages[-1]["content"]) + "<|im_end|>", add_special_tokens=False)[
+            target = tokenizer(message_text(messages[-1]) + "<|im_end|>", add_special_tokens=False)[
                 "input_ids"
             ]
             out.append((list(ids), list(target)))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import write_atomic
+from envs.messages import message_text
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("data", "synth", "export", "build", "sft", "probe", "eval", "scaling", "ship")
@@ -128,9 +129,7 @@ def turn_token_stats(parquet: Path, tokenizer_dir: Path, max_new_tokens: int) ->
     lengths = []
     for raw in pd.read_parquet(parquet, columns=["messages"])["messages"]:
         messages = json.loads(raw) if isinstance(raw, str) else list(raw)
-        content = messages[-1]["content"]
-        text = content if isinstance(content, str) else "".join(c.get("text") or "" for c in content)
-        lengths.append(len(tok(text)["input_ids"]))
+        lengths.append(len(tok(message_text(messages[-1]))["input_ids"]))
     lengths.sort()
     n = max(1, len(lengths))
     return {

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 TINY = "tiny-random"  # the random tiny thinker (plumbing tests)
 TINY_AGENT = "tiny"  # the trained tiny agent shipped in omniagent/assets/tiny_agent
-_FLOAT_INPUTS = ("pixel_values", "pixel_values_videos", "input_features")
+MEDIA_INPUTS = ("pixel_values", "pixel_values_videos", "input_features")  # the processor's media tensors
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 _DTYPES |= {"float16": "float16", "fp16": "float16", "half": "float16"}
 
@@ -259,7 +259,7 @@ class TransformersPolicy(Policy):
         for key, value in batch.items():
             if isinstance(value, torch.Tensor):
                 value = value.to(self.device)
-                if key in _FLOAT_INPUTS:
+                if key in MEDIA_INPUTS:
                     value = value.to(self.dtype)
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
