@@ -31,6 +31,7 @@ _FINGERPRINT_KEYS = (
     "max_samples",
     "model",
     "text_warmup",
+    "captions",
 )
 
 
@@ -71,6 +72,7 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "max_samples": int(local.get("max_samples") or -1),
         "model": str(cfg.model.path),
         "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
+        "captions": int((local.get("captions") or {}).get("batch_size") or 0),
     }
 
 
@@ -106,6 +108,18 @@ def _load_model(path: str) -> Any:
     from transformers import Qwen2_5OmniThinkerForConditionalGeneration
 
     return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+
+
+def _caption_batches(dataset: Any, local: Any, seed: int) -> Any:
+    """``rl/frame_captions.py``'s batches when ``omni_sft.local.captions.batch_size`` > 0, else None."""
+    captions = local.get("captions") or {}
+    size = int(captions.get("batch_size") or 0)
+    if size <= 0:
+        return None
+    from rl.frame_captions import CaptionBatches
+
+    share = captions.get("event_share")
+    return CaptionBatches(dataset, size, seed, None if share is None else float(share))
 
 
 def run_local(cfg: Any) -> list[float]:
@@ -153,6 +167,7 @@ def run_local(cfg: Any) -> list[float]:
             float(cfg.optim.clip_grad), int(local.get("log_every") or 0),
         )  # fmt: skip
     steps, bs, n = int(local.steps), int(local.batch_size), len(dataset)
+    captions = _caption_batches(dataset, local, int(cfg.trainer.seed))
     save_every = int(local.get("save_every") or 0)
     model.train()
     for step in range(start, steps):
@@ -163,8 +178,16 @@ def run_local(cfg: Any) -> list[float]:
                 step, steps, base_lr, int(local.get("warmup_steps") or 0), bool(local.get("cosine"))
             )
         losses.append(optimizer_step(model, opt, params, batch, float(cfg.optim.clip_grad)))
+        caption_loss = (
+            optimizer_step(model, opt, params, captions.batch(step), float(cfg.optim.clip_grad))
+            if captions
+            else None
+        )
         if local.get("log_every") and (step + 1) % int(local.log_every) == 0:
-            print(json.dumps({"step": step + 1, "loss": round(losses[-1], 4)}), flush=True)
+            line = {"step": step + 1, "loss": round(losses[-1], 4)}
+            if caption_loss is not None:
+                line["caption_loss"] = round(caption_loss, 4)
+            print(json.dumps(line), flush=True)
         if save_every and ((step + 1) % save_every == 0 or step + 1 == steps):
             train_state = {
                 "step": step + 1,

@@ -16,7 +16,9 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
 5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
-   the agent learns to copy numbers), then ``--steps`` full-context turns with their media.
+   the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
+   followed, with ``--caption-batch N``, by a batch of N single-frame captions
+   (``rl/frame_captions.py``: where it learns to read a frame; off by default, see README Results).
 6. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
 7. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
@@ -284,6 +286,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={args.out / 'agent'}", f"trainer.seed={args.seed}",
         f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
+        f"omni_sft.local.captions.batch_size={args.caption_batch}",
     ]  # fmt: skip
 
 
@@ -343,6 +346,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="short-context text steps first (rl/text_warmup.py)",
     )
     p.add_argument("--text-warmup-batch", type=int, default=16)
+    p.add_argument(
+        "--caption-batch", type=int, default=0,
+        help="single-frame captions after every SFT step (rl/frame_captions.py; 0: off, the shipped agent)",
+    )  # fmt: skip
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup-steps", type=int, default=30)

@@ -142,7 +142,7 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
     args = parse_args(["--out", str(tmp_path / "r"), "--train-videos", "1", "--durations", "60",
                        "--n-samples", "2", "--steps", "12", "--warmup-steps", "2", "--save-every", "6",
-                       "--text-warmup-steps", "3", "--text-warmup-batch", "2",
+                       "--text-warmup-steps", "3", "--text-warmup-batch", "2", "--caption-batch", "4",
                        "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft"])  # fmt: skip
     run_stages(args)
     log = (args.out / "logs" / "sft.log").read_text()

@@ -1,0 +1,74 @@
+"""How true are an agent's own Observations? Each frame claim in its eval trajectories, checked
+against the synthetic world at the time it names: the background hue, and whether a claimed event
+(shape, digit, word, flash, static) is on screen then.
+
+Why: a score only says whether answers were right, and the media probe (``rl/media_probe.py``) only
+says whether the loss moves with the media. This says what the agent actually saw, turn by turn, on
+held-out videos. Run it on the eval and on the blind eval (``--world-dir``: the original videos,
+whose ``.meta.json`` sidecars the blank copies lack): a perceiving agent's claims are truer with
+real media than blind; the blind rate is the prior (about 1/6 for the six background hues).
+
+    python -m rl.observation_check runs/tiny_agent/eval/agent runs/tiny_agent/eval/agent_blind \\
+        --world-dir runs/tiny_agent/synth_eval
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omniagent.backends.synth_world import SynthWorld, parse_observation
+from omniagent.trajectory import Trajectory
+
+VISUAL = ("get_frames", "get_clip")
+
+
+def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> dict[str, Any]:
+    """Counts and rates of true frame claims in ``run_dir/trajectories.jsonl``, over the turns that
+    follow a served visual percept (a frame claim names its first frame's time)."""
+    hue = [0, 0]  # claims, true
+    event = [0, 0]
+    turns = 0
+    for line in (Path(run_dir) / "trajectories.jsonl").read_text().splitlines():
+        traj = Trajectory.model_validate_json(line)
+        media = Path(traj.media)
+        world = SynthWorld.for_media(Path(world_dir) / media.name if world_dir else media)
+        for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
+            if prev.error or prev.action_type not in VISUAL or not turn.observation:
+                continue
+            turns += 1
+            for claim in parse_observation(turn.observation):
+                if claim.kind != "frames":
+                    continue
+                truth = world.frame(claim.first)
+                for item in claim.items:
+                    if item.kind == "background":
+                        hue[0] += 1
+                        hue[1] += any(t.kind == "background" and t.value == item.value for t in truth)
+                    else:
+                        event[0] += 1
+                        event[1] += any(t.kind == item.kind for t in truth)
+    return {
+        "turns": turns,
+        "hue_claims": hue[0],
+        "hue_true": round(hue[1] / hue[0], 3) if hue[0] else None,
+        "event_claims": event[0],
+        "event_true": round(event[1] / event[0], 3) if event[0] else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rl.observation_check", description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", help="eval run folders (each with trajectories.jsonl)")
+    p.add_argument("--world-dir", help="folder of the original synthetic media (for blind copies)")
+    args = p.parse_args(argv)
+    for run in args.runs:
+        print(json.dumps({"run": run, **claim_accuracy(run, args.world_dir)}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""Single-frame captions interleaved with SFT (rl/frame_captions.py): the samples are the teacher's
+sentence for each distinct served frame, batches are a function of the seed and step, captions make
+the model's loss depend on the image, and media without a synthetic sidecar fail clearly. Also the
+check of an agent's own Observations against the world (rl/observation_check.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from envs.env import OmniVideoEnv
+from envs.synth import generate_benchmark
+from omniagent.backends.synth_world import SynthWorld, frame_sentences
+from omniagent.episode import run_episode
+from omniagent.policy import make_policy
+from rl import sft_export
+from rl.frame_captions import FRAME_LABEL, CaptionBatches, caption_chats
+from rl.sft_step import collate, sft_loss
+
+
+@pytest.fixture(scope="module")
+def teacher_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder with two teacher episodes on one synthetic video (trajectories.jsonl)."""
+    from omniagent.trajectory import save_trajectories
+
+    out = tmp_path_factory.mktemp("captions")
+    tasks = generate_benchmark(out, seed=3, n_videos=1, durations=[40], config={"max_tasks_per_template": 1})
+    visual = [t for t in tasks if t.extra.get("template") in ("shape_tr", "flash_tr", "digit_mcq")] or tasks
+    trajs = []
+    for seed, task in enumerate(visual[:2]):
+        env = OmniVideoEnv()
+        try:
+            traj = run_episode(env, make_policy("synth_teacher", seed=seed), task.env_options(8))
+        finally:
+            env.close()
+        traj.meta.update(env_limits=env.limits.model_dump(), task_id=traj.id)
+        trajs.append(traj)
+    save_trajectories(trajs, out / "trajectories.jsonl")
+    return out
+
+
+@pytest.fixture(scope="module")
+def synth_parquet(teacher_run: Path) -> Path:
+    """Per-turn SFT rows of the teacher episodes."""
+    kept = teacher_run / "trajectories.jsonl"
+    assert sft_export.main(["--kept", str(kept), "--out", str(teacher_run / "train.parquet")]) == 0
+    return teacher_run / "train.parquet"
+
+
+@pytest.fixture(scope="module")
+def dataset(synth_parquet: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    from omniagent.tiny_model import build_tiny_thinker
+    from rl.sft_dataset import OmniTurnSFTDataset
+
+    path = synth_parquet.parent / "thinker"
+    build_tiny_thinker(seed=0, out_dir=path)
+    tok = AutoTokenizer.from_pretrained(path)
+    ds = OmniTurnSFTDataset(
+        str(synth_parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
+    )
+    ds.model_dir = path
+    return ds
+
+
+def test_captions_are_the_teachers_sentence_for_each_distinct_frame(dataset: Any) -> None:
+    rows = [(str(dataset.row(i)["media_path"]), dataset.messages(i)) for i in range(len(dataset))]
+    chats = caption_chats(rows + rows)  # every frame twice: captions are distinct
+    assert len(chats) >= 4
+    served = set()
+    for media, messages in rows:
+        content = messages[-2]["content"]
+        labels = [FRAME_LABEL.search(p.get("text") or "") for p in content if isinstance(content, list)]
+        served |= {(media, float(m.group(1))) for m in labels if m}
+    assert len(chats) == len(served)
+    world = SynthWorld.for_media(rows[0][0])
+    for chat in chats:
+        label, image = chat[0]["content"]
+        t = float(FRAME_LABEL.search(label["text"]).group(1))
+        assert image["type"] == "image"
+        assert chat[1]["content"][0]["text"] == frame_sentences(world, [t])[0]
+        assert chat[1]["content"][0]["text"].startswith(f"Frame {t:.2f}s: ")
+    assert any("background" in c[1]["content"][0]["text"] for c in chats)
+
+
+def test_batches_are_seeded_by_step_and_training_reads_the_image(dataset: Any) -> None:
+    from transformers import Qwen2_5OmniThinkerForConditionalGeneration
+
+    captions = CaptionBatches(dataset, batch_size=4, seed=1)
+    a, b = captions.batch(5), captions.batch(5)
+    assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["pixel_values"], b["pixel_values"])
+    assert a["input_ids"].shape[0] == 4 and int(a["image_grid_thw"].shape[0]) == 4
+    assert not torch.equal(captions.batch(6)["input_ids"], a["input_ids"]) or len(captions.chats) <= 4
+
+    model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(dataset.model_dir, dtype=torch.float32)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    held = collate([captions._item(i) for i in range(min(4, len(captions.chats)))], captions.pad_id)
+    with torch.no_grad():
+        before = float(sft_loss(model.eval(), held)[0])
+    model.train()
+    for step in range(40):
+        opt.zero_grad()
+        sft_loss(model, captions.batch(step))[0].backward()
+        opt.step()
+    with torch.no_grad():
+        after = float(sft_loss(model.eval(), held)[0])
+    assert after < before - 0.5
+    rolled = dict(held)
+    per = held["pixel_values"].shape[0] // held["image_grid_thw"].shape[0]
+    rolled["pixel_values"] = torch.roll(held["pixel_values"], per, 0)  # each caption gets another frame
+    with torch.no_grad():
+        assert float(sft_loss(model, rolled)[0]) > after + 0.2  # measured: 1.75 vs 1.20
+
+
+def test_event_share_oversamples_frames_that_show_an_event(dataset: Any) -> None:
+    plain = CaptionBatches(dataset, batch_size=8, seed=2)
+    assert plain.events and plain.plain  # the fixture's episodes zoom in on shapes, flashes, digits
+    assert set(plain.events).isdisjoint(plain.plain)
+    assert len(plain.events) + len(plain.plain) == len(plain.chats)
+    for i in plain.events:
+        assert (
+            plain.chats[i][1]["content"][0]["text"].count(",")
+            or "background" not in plain.chats[i][1]["content"][0]["text"]
+        )
+    only = CaptionBatches(dataset, batch_size=8, seed=2, event_share=1.0)
+    assert all(i in only.events for step in range(5) for i in only.picked(step))
+    none = CaptionBatches(dataset, batch_size=8, seed=2, event_share=0.0)
+    assert all(i in none.plain for step in range(5) for i in none.picked(step))
+    assert only.picked(3) == CaptionBatches(dataset, batch_size=8, seed=2, event_share=1.0).picked(3)
+
+
+def test_media_without_a_synthetic_sidecar_fail_with_the_switch(dataset: Any, tmp_path: Path) -> None:
+    class Other:
+        pad_id = 0
+
+        def __len__(self) -> int:
+            return len(dataset)
+
+        def row(self, i: int) -> dict[str, Any]:
+            return {**dataset.row(i), "media_path": str(tmp_path / "real_video.mp4")}
+
+        def messages(self, i: int) -> list[dict[str, Any]]:
+            return dataset.messages(i)
+
+        encode = dataset.encode
+
+    with pytest.raises(ValueError, match="captions.batch_size=0"):
+        CaptionBatches(Other(), batch_size=4, seed=0)
+    assert json.dumps(caption_chats([(str(tmp_path / "x.mp4"), dataset.messages(0))])) == "[]"
+
+
+def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path, tmp_path: Path) -> None:
+    from rl.observation_check import claim_accuracy, main
+
+    honest = claim_accuracy(teacher_run)
+    assert honest["turns"] >= 2 and honest["hue_claims"] >= 2 and honest["hue_true"] == 1.0
+    assert honest["event_true"] in (None, 1.0)
+
+    hues = ("red", "green", "blue", "yellow", "cyan", "magenta")
+    lines = []
+    for line in (teacher_run / "trajectories.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        for turn in row["turns"]:
+            obs = turn.get("observation") or ""
+            for hue in hues:  # every hue claim becomes a wrong one, and each frame gains a flash
+                obs = obs.replace(f"{hue} background", f"{hue.upper()}_ background")
+            for hue, wrong in zip(hues, hues[1:] + hues[:1], strict=True):
+                obs = obs.replace(f"{hue.upper()}_ background", f"{wrong} background, white flash")
+            turn["observation"] = obs
+        row["media"] = str(tmp_path / "blank" / Path(row["media"]).name)  # a blind copy: no sidecar
+        lines.append(json.dumps(row))
+    (tmp_path / "trajectories.jsonl").write_text("\n".join(lines) + "\n")
+    wrong = claim_accuracy(tmp_path, world_dir=teacher_run)
+    assert wrong["hue_claims"] == honest["hue_claims"] and wrong["hue_true"] == 0.0
+    assert wrong["event_claims"] >= wrong["hue_claims"] and wrong["event_true"] < 0.5
+    assert main([str(teacher_run)]) == 0
