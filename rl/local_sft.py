@@ -178,15 +178,11 @@ def run_local(cfg: Any) -> list[float]:
                 step, steps, base_lr, int(local.get("warmup_steps") or 0), bool(local.get("cosine"))
             )
         losses.append(optimizer_step(model, opt, params, batch, float(cfg.optim.clip_grad)))
-        caption_loss = (
-            optimizer_step(model, opt, params, captions.batch(step), float(cfg.optim.clip_grad))
-            if captions
-            else None
-        )
+        line = {"step": step + 1, "loss": round(losses[-1], 4)}
+        if captions:  # one caption batch after each step (rl/frame_captions.py)
+            caption = optimizer_step(model, opt, params, captions.batch(step), float(cfg.optim.clip_grad))
+            line["caption_loss"] = round(caption, 4)
         if local.get("log_every") and (step + 1) % int(local.log_every) == 0:
-            line = {"step": step + 1, "loss": round(losses[-1], 4)}
-            if caption_loss is not None:
-                line["caption_loss"] = round(caption_loss, 4)
             print(json.dumps(line), flush=True)
         if save_every and ((step + 1) % save_every == 0 or step + 1 == steps):
             train_state = {
