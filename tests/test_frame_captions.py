@@ -179,3 +179,35 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     assert wrong["hue_claims"] == honest["hue_claims"] and wrong["hue_true"] == 0.0
     assert wrong["event_claims"] >= wrong["hue_claims"] and wrong["event_true"] < 0.5
     assert main([str(teacher_run)]) == 0
+
+
+@pytest.mark.slow
+def test_a_resumed_run_with_captions_equals_an_uninterrupted_one(
+    synth_parquet: Path, dataset: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Caption batches are a function of the seed and step, so a run stopped after 3 steps and
+    started again for 6 ends with the losses and weights of one 6-step run."""
+    pytest.importorskip("verl")
+    from safetensors.torch import load_file
+
+    from rl.train_sft import compose, launch
+
+    def run(run_dir: Path, steps: int) -> list[float]:
+        cfg = compose(["+exp=tiny", f"model.path={dataset.model_dir}", f"data.train_files={synth_parquet}",
+                       "omni_sft.tiny.build=false", f"omni_sft.run_dir={run_dir}", f"omni_sft.local.steps={steps}",
+                       "omni_sft.local.save_every=1", "omni_sft.local.repeat_batch=false",
+                       f"omni_sft.local.save_dir={run_dir / 'final'}", "omni_sft.local.captions.batch_size=4",
+                       "omni_sft.local.captions.event_share=0.5"])  # fmt: skip
+        return launch(cfg)
+
+    root = synth_parquet.parent
+    whole = run(root / "whole", 6)
+    assert len(run(root / "split", 3)) == 3
+    capsys.readouterr()
+    resumed = run(root / "split", 6)
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
+    assert [x["step"] for x in lines if "resumed_from" in x] == [3]  # it did resume, not start over
+    assert resumed == pytest.approx(whole, rel=1e-4)
+    a = load_file(str(root / "whole" / "final" / "model.safetensors"))
+    b = load_file(str(root / "split" / "final" / "model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
