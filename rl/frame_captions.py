@@ -16,22 +16,20 @@ Captions need ground truth, so they come only from media built by ``python -m en
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Callable
 from typing import Any
 
-from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences
+from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
 from rl.sft_step import collate
-
-FRAME_LABEL = re.compile(r"Frame at (\d+(?:\.\d+)?)s:\s*$")
 
 
 def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[str, Any]]]:
     """One chat per distinct (media, time) frame of the rows' latest percepts.
 
     ``rows`` are ``(media_path, messages)`` of exported SFT rows; the frames are the image parts of
-    the last user message, each after the environment's ``Frame at {t}s:`` label. The target is
-    the teacher's sentence for that one frame, e.g. ``Frame 24.40s: green background.``
+    the last user message, at the ``timestamp`` the environment attached to each. The prompt is the
+    environment's frame label and the image; the target is the teacher's sentence for that one
+    frame, e.g. ``Frame 24.40s: green background.``
     """
     chats: list[list[dict[str, Any]]] = []
     seen: set[tuple[str, float]] = set()
@@ -40,13 +38,11 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
         percept = messages[-2]["content"] if len(messages) >= 2 else ""
         if isinstance(percept, str):
             continue
-        label: float | None = None
         for part in percept:
-            if part.get("type") == "text":
-                match = FRAME_LABEL.search(part.get("text") or "")
-                label = float(match.group(1)) if match else None
+            if part.get("type") != "image" or part.get("timestamp") is None:
                 continue
-            if part.get("type") != "image" or label is None or (media, label) in seen:
+            label = float(part["timestamp"])
+            if (media, label) in seen:
                 continue
             if media not in worlds:
                 try:
@@ -60,7 +56,6 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
             prompt = [{"type": "text", "text": f"Frame at {label:.2f}s:"}, part]
             target = [{"type": "text", "text": frame_sentences(world, [label])[0]}]
             chats.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": target}])
-            label = None
     return chats
 
 
@@ -81,7 +76,7 @@ class CaptionBatches:
         self.encode: Callable[[list[dict[str, Any]]], dict[str, Any]] = dataset.encode
         self.pad_id = int(dataset.pad_id)
         self.batch_size, self.seed = batch_size, seed
-        # About 1 served frame in 6 shows more than the background; without oversampling those, the
+        # About 1 served frame in 5 shows more than the background; without oversampling those, the
         # agent learns the background hues but not the events that questions ask about.
         self.event_share = event_share
         self.events = [i for i, chat in enumerate(self.chats) if _shows_event(chat)]
@@ -109,5 +104,5 @@ class CaptionBatches:
 
 def _shows_event(chat: list[dict[str, Any]]) -> bool:
     """Whether a caption names more than the background (``Frame 3.00s: red background, ...``)."""
-    text = chat[1]["content"][0]["text"]
-    return "," in text or not text.endswith("background.")
+    claims = parse_observation(chat[1]["content"][0]["text"])
+    return any(item.kind != "background" for claim in claims for item in claim.items)

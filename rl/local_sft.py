@@ -72,7 +72,10 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "max_samples": int(local.get("max_samples") or -1),
         "model": str(cfg.model.path),
         "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
-        "captions": int((local.get("captions") or {}).get("batch_size") or 0),
+        "captions": [
+            int((local.get("captions") or {}).get("batch_size") or 0),
+            (local.get("captions") or {}).get("event_share"),
+        ],
     }
 
 

@@ -18,7 +18,7 @@ from omniagent.backends.synth_world import SynthWorld, frame_sentences
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from rl import sft_export
-from rl.frame_captions import FRAME_LABEL, CaptionBatches, caption_chats
+from rl.frame_captions import CaptionBatches, caption_chats
 from rl.sft_step import collate, sft_loss
 
 
@@ -75,14 +75,14 @@ def test_captions_are_the_teachers_sentence_for_each_distinct_frame(dataset: Any
     served = set()
     for media, messages in rows:
         content = messages[-2]["content"]
-        labels = [FRAME_LABEL.search(p.get("text") or "") for p in content if isinstance(content, list)]
-        served |= {(media, float(m.group(1))) for m in labels if m}
+        parts = content if isinstance(content, list) else []
+        served |= {(media, float(p["timestamp"])) for p in parts if p.get("type") == "image"}
     assert len(chats) == len(served)
     world = SynthWorld.for_media(rows[0][0])
     for chat in chats:
         label, image = chat[0]["content"]
-        t = float(FRAME_LABEL.search(label["text"]).group(1))
-        assert image["type"] == "image"
+        t = float(image["timestamp"])
+        assert image["type"] == "image" and label["text"] == f"Frame at {t:.2f}s:"
         assert chat[1]["content"][0]["text"] == frame_sentences(world, [t])[0]
         assert chat[1]["content"][0]["text"].startswith(f"Frame {t:.2f}s: ")
     assert any("background" in c[1]["content"][0]["text"] for c in chats)
@@ -192,17 +192,19 @@ def test_a_resumed_run_with_captions_equals_an_uninterrupted_one(
 
     from rl.train_sft import compose, launch
 
-    def run(run_dir: Path, steps: int) -> list[float]:
+    def run(run_dir: Path, steps: int, share: float = 0.5) -> list[float]:
         cfg = compose(["+exp=tiny", f"model.path={dataset.model_dir}", f"data.train_files={synth_parquet}",
                        "omni_sft.tiny.build=false", f"omni_sft.run_dir={run_dir}", f"omni_sft.local.steps={steps}",
                        "omni_sft.local.save_every=1", "omni_sft.local.repeat_batch=false",
                        f"omni_sft.local.save_dir={run_dir / 'final'}", "omni_sft.local.captions.batch_size=4",
-                       "omni_sft.local.captions.event_share=0.5"])  # fmt: skip
+                       f"omni_sft.local.captions.event_share={share}"])  # fmt: skip
         return launch(cfg)
 
     root = synth_parquet.parent
     whole = run(root / "whole", 6)
     assert len(run(root / "split", 3)) == 3
+    with pytest.raises(ValueError, match="captions"):  # other caption batches: not the same run
+        run(root / "split", 6, share=0.25)
     capsys.readouterr()
     resumed = run(root / "split", 6)
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{")]
