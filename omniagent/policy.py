@@ -56,6 +56,10 @@ class TurnOutput(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     model_seconds: float = 0.0
+    scripted_error: bool = Field(
+        default=False,
+        description="a deliberate mistake a scripted teacher makes to show the recovery; never an SFT target",
+    )
 
     @property
     def entropy_is_estimate(self) -> bool:

@@ -17,7 +17,8 @@ outputs that a CI-sized rerun can recompute in seconds to minutes instead of ret
   prefix a rerun logged: the text warm-up's (a rerun with fewer ``--text-warmup-steps`` reproduces
   them), then the full-context SFT's (``first_losses``/``step_losses``: only with the same warm-up,
   and past ``--warmup-steps`` only with the same ``--steps``, as the cosine schedule spans the run);
-  plus the sample count and the final mean loss, for the record.
+  plus the sample count and the final mean loss, for the record;
+- ``events_log``: the same for ``logs/sft_events.log``, the event-caption phase (``--event-steps``).
 
 Cost of a rerun on 2 cores: ``train_tasks`` ~10 s (a test does it), ``sft_data`` + ``init`` ~4 min
 (stages ``data synth export build``), the warm-up losses a few minutes more.
@@ -202,8 +203,9 @@ def recipe_fingerprints(recipe_out: str | Path) -> dict[str, Any]:
         prints["sft_data"] = messages_fingerprint(parquet)
     if (tok := root / "init" / "tokenizer.json").is_file():
         prints["init"] = {"tokenizer_sha256": sha256_file(tok)}
-    if (log := root / "logs" / "sft.log").is_file():
-        prints["sft_log"] = sft_log_fingerprint(log)
+    for part, name in (("sft_log", "sft.log"), ("events_log", "sft_events.log")):
+        if (log := root / "logs" / name).is_file():
+            prints[part] = sft_log_fingerprint(log)
     return prints
 
 
@@ -226,13 +228,15 @@ def compare_fingerprints(
     for part in ("train_tasks", "sft_data", "init"):
         if part in expected and part in actual and expected[part] != actual[part]:
             bad.append(f"{part}: manifest {expected[part]}, rerun {actual[part]}")
-    want, got = expected.get("sft_log"), actual.get("sft_log")
-    if want is not None and got is not None:
+    for log in ("sft_log", "events_log"):
+        want, got = expected.get(log), actual.get(log)
+        if want is None or got is None:
+            continue
         for key in ("warmup_losses", "step_losses", "first_losses"):
             if key in want and key in got and not _close(want[key], got[key], loss_atol):
-                bad.append(f"sft_log.{key}: manifest {want[key]}, rerun {got[key]}")
+                bad.append(f"{log}.{key}: manifest {want[key]}, rerun {got[key]}")
         if "samples" in want and "samples" in got and want["samples"] != got["samples"]:
-            bad.append(f"sft_log.samples: manifest {want['samples']}, rerun {got['samples']}")
+            bad.append(f"{log}.samples: manifest {want['samples']}, rerun {got['samples']}")
     return bad
 
 

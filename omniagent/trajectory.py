@@ -85,6 +85,7 @@ class TurnRecord(_Record):
     entropy: float | None = None
     entropy_estimator: RecordedEstimator | None = None
     token_logprobs: list[float] | None = None
+    scripted_error: bool = False  # a teacher's deliberate mistake (TurnOutput.scripted_error): not a target
 
     @model_validator(mode="before")
     @classmethod
@@ -132,6 +133,7 @@ class TurnRecord(_Record):
             "entropy": out.entropy,
             "entropy_estimator": out.entropy_estimator,
             "token_logprobs": out.token_logprobs,
+            "scripted_error": out.scripted_error,
         }
         return cls(**{**data, **fields})
 

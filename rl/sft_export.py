@@ -263,8 +263,11 @@ def _schema() -> Any:
 def trajectory_rows(
     traj: Trajectory, limits: EnvLimits | dict[str, Any] | None = None
 ) -> Iterator[dict[str, Any]]:
-    """One parquet row per turn of ``traj`` (replayed through a fresh environment)."""
+    """One parquet row per turn of ``traj`` (replayed through a fresh environment), except a teacher's
+    scripted mistakes: they stay in later turns' contexts, where the recovery is the target."""
     for k, (context, target) in enumerate(replay_contexts(traj, limits), start=1):
+        if traj.turns[k - 1].scripted_error:
+            continue
         chat = [*context, {"role": "assistant", "content": [text_part(target)]}]
         packed, blobs = pack_messages(chat)
         yield {

@@ -103,7 +103,10 @@ def outcome_check(traj: Trajectory, thresholds: OutcomeThresholds) -> OutcomeRes
 
 
 def hygiene_reasons(traj: Trajectory, allow_error_codes: Iterable[str] = ()) -> list[str]:
-    """Rejection codes for how the episode ran: stop reason and per-turn errors (deduplicated, ordered)."""
+    """Rejection codes for how the episode ran: stop reason and per-turn errors (deduplicated, ordered).
+
+    A teacher's scripted mistake (``TurnRecord.scripted_error``) is not a rejection: the turn after it
+    shows the recovery, and the export never makes the mistake itself a target."""
     allowed = set(allow_error_codes)
     reasons: list[str] = []
     if traj.stop_reason in ("policy_error", "interrupted", "turn_budget"):
@@ -111,7 +114,7 @@ def hygiene_reasons(traj: Trajectory, allow_error_codes: Iterable[str] = ()) -> 
     elif traj.stop_reason not in ("answered",):
         reasons.append("no_answer")
     for t in traj.turns:
-        if not t.error or t.error in allowed:
+        if not t.error or t.error in allowed or t.scripted_error:  # a teacher's practice mistake
             continue
         kind = "format_error" if t.error.startswith(FORMAT_CODE_PREFIXES) else "invalid_action"
         reasons.append(f"{kind}:{t.error}")

@@ -218,10 +218,12 @@ def quality_control(
             if not result.passed(float(audit_cfg["min_score"])):
                 qc["reasons"].append("audit_low")
 
-    # Dedupe the survivors, best first: highest audit, then fewest turns, then sample order.
+    # Dedupe the survivors, best first: highest audit, then fewest turns (a teacher's scripted mistake
+    # does not count: it is staged, not a worse search), then sample order.
     def rank(t: Trajectory) -> tuple[float, int, int]:
         audit = t.meta["qc"].get("audit") or {}
-        return (-float(audit.get("aggregate", 0.0)), len(t.turns), int(t.meta.get("sample", 0)))
+        turns = sum(not turn.scripted_error for turn in t.turns)
+        return (-float(audit.get("aggregate", 0.0)), turns, int(t.meta.get("sample", 0)))
 
     survivors = sorted((t for t in trajs if not t.meta["qc"]["reasons"]), key=rank)
     kept_per_task = 0

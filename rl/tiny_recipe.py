@@ -11,22 +11,28 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 2. ``synth``: best-of-N offline teacher trajectories (``synth_teacher``), kept only when the answer
    is right and the rule auditor passes every turn (``rl/synthesize.py``), under the caps the tiny
    agent can take in (``--max-frames 8 --max-clip-s 10 --max-audio-s 30``; eval uses the same).
-3. ``export``: one SFT row per turn (``rl.sft_export``).
+   ``--error-rate``/``--look-error-rate``: the teacher sometimes answers in another task's format
+   or swaps a look's start and end, and the next turn recovers (the agent's own commonest failure
+   was never recovering from a rejected answer); ``--min-turns``: the low end of the budget K.
+3. ``export``: one SFT row per turn (``rl.sft_export``), the teacher's scripted mistakes excepted.
 4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
 5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
    the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
    followed, with ``--caption-batch N``, by a batch of N single-frame captions
-   (``rl/frame_captions.py``: where it learns to read a frame; off by default, see README Results).
-6. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
+   (``rl/frame_captions.py``: where it learns to read a frame; README Train says why).
+   With ``--event-steps`` the folder is ``OUT/agent_sft``, and
+6. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
+   in which ``--event-share`` of the frames show an event (shape, digit, word, flash), into ``OUT/agent``.
+7. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
-7. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+8. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
-8. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
-9. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
+9. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+10. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
    of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
 
@@ -45,7 +51,7 @@ from envs.jsonl import write_atomic
 from envs.messages import message_text
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "synth", "export", "build", "sft", "probe", "eval", "scaling", "ship")
+STAGES = ("data", "synth", "export", "build", "sft", "events", "probe", "eval", "scaling", "ship")
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
 
@@ -145,19 +151,27 @@ def turn_token_stats(parquet: Path, tokenizer_dir: Path, max_new_tokens: int) ->
 
 
 def well_formed(run_dir: Path) -> dict[str, float]:
-    """Turn-level rates from a run's trajectories: well-formed turns, turns that fetched media."""
-    turns = []
+    """Turn-level rates from a run's trajectories: well-formed turns, turns that fetched media, the
+    share of rejected turns whose next turn was accepted (recovery), and the share of episodes whose
+    first answer was accepted (an answer in another task's format is rejected and costs a turn)."""
+    episodes = []
     path = run_dir / "trajectories.jsonl"
     for line in path.read_text().splitlines() if path.exists() else []:
         if line.strip():
-            turns.extend(json.loads(line).get("turns") or [])
+            episodes.append(json.loads(line).get("turns") or [])
+    turns = [t for ep in episodes for t in ep]
     bad = [t for t in turns if str(t.get("error") or "").startswith(WELL_FORMED_ERRORS)]
     percepts = [t for t in turns if t.get("action_type") in ("get_frames", "get_audio", "get_clip")]
+    followed = [(a, b) for ep in episodes for a, b in zip(ep, ep[1:], strict=False) if a.get("error")]
+    answers = [next((t for t in ep if t.get("action_type") == "answer"), None) for ep in episodes]
+    answers = [a for a in answers if a is not None]
     n = max(1, len(turns))
     return {
         "turns_total": len(turns),
         "well_formed_rate": 1 - len(bad) / n,
         "percept_turn_rate": len(percepts) / n,
+        "recovery_rate": sum(not b.get("error") for _, b in followed) / max(1, len(followed)),
+        "first_answer_valid": sum(not a.get("error") for a in answers) / max(1, len(answers)),
     }
 
 
@@ -222,11 +236,12 @@ def _val(x: Any) -> float:
 
 
 def results_markdown(res: dict[str, Any]) -> str:
-    lines = ["| row | n | score [95% CI] | well-formed turns | answer rate | frames / q | turns / q |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = ["| row | n | score [95% CI] | well-formed turns | answer rate | first answer valid | recovery "
+             "| frames / q | turns / q |", "| --- |" + " --- |" * 8]  # fmt: skip
     for name, r in res["table"].items():
         lines.append(
             f"| {name} | {r['n']} | {_fmt(r['score'])} | {r['well_formed_rate']:.3f} | {_val(r['answer_rate']):.3f}"
+            f" | {r.get('first_answer_valid', float('nan')):.3f} | {r.get('recovery_rate', float('nan')):.3f}"
             f" | {_val(r['frames_used']):.1f} | {_val(r['turns']):.2f} |"
         )
     kinds = sorted({k for r in res["table"].values() for k in (r.get("by_task_type") or {})})
@@ -270,12 +285,17 @@ def synth_command(args: argparse.Namespace) -> list[str]:
     return [
         sys.executable, str(REPO / "rl" / "synthesize.py"), f"data.tasks={args.out / 'synth_train' / 'tasks.jsonl'}",
         f"out_dir={args.out / 'sft_data'}", "teacher.backend=synth_teacher", f"n_samples={args.n_samples}",
-        f"seed={args.seed}", "turn_budget.min=8", "turn_budget.max=16",
+        f"seed={args.seed}", f"turn_budget.min={args.min_turns}", "turn_budget.max=16",
         *(f"+env.limits.{k}={v}" for k, v in limit_overrides(args).items()),
+        *([f"+teacher.kwargs.error_rate={args.error_rate}"] if args.error_rate else []),
+        *([f"+teacher.kwargs.look_error_rate={args.look_error_rate}"] if args.look_error_rate else []),
     ]  # fmt: skip
 
 
 def sft_command(args: argparse.Namespace) -> list[str]:
+    """Phase 1: the text warm-up, then full-context SFT from the untrained agent (with captions if asked).
+    With ``--event-steps`` it saves to ``OUT/agent_sft``, the start of phase 2; else to ``OUT/agent``."""
+    save = args.out / ("agent_sft" if args.event_steps else "agent")
     return [
         sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'init'}",
         f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
@@ -283,10 +303,28 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.lr={args.lr}",
         "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
         "omni_sft.local.log_every=25", f"omni_sft.local.warmup_steps={args.warmup_steps}",
-        "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={args.out / 'agent'}", f"trainer.seed={args.seed}",
+        "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={save}", f"trainer.seed={args.seed}",
         f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
         f"omni_sft.local.captions.batch_size={args.caption_batch}",
+    ]  # fmt: skip
+
+
+def events_command(args: argparse.Namespace) -> list[str]:
+    """Phase 2 (``--event-steps N``): N more full-context steps from ``OUT/agent_sft`` at a constant
+    ``--event-lr``, each followed by a caption batch in which ``--event-share`` of the frames show an
+    event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds.
+    Another seed than phase 1's, so it sees the turns in another order."""
+    batch = args.caption_batch or 16
+    return [
+        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'agent_sft'}",
+        f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
+        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / 'sft_events'}",
+        f"omni_sft.local.steps={args.event_steps}", f"omni_sft.local.lr={args.event_lr}",
+        "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
+        "omni_sft.local.log_every=50", f"omni_sft.local.save_dir={args.out / 'agent'}",
+        f"trainer.seed={args.seed + 1}", f"omni_sft.local.captions.batch_size={batch}",
+        f"omni_sft.local.captions.event_share={args.event_share}",
     ]  # fmt: skip
 
 
@@ -311,8 +349,13 @@ def run_stages(args: argparse.Namespace) -> None:
             stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
-        elif stage == "sft" and not (out / "agent" / "config.json").exists():
+        elif (
+            stage == "sft"
+            and not (out / ("agent_sft" if args.event_steps else "agent") / "config.json").exists()
+        ):
             _run(sft_command(args), logs / "sft.log")
+        elif stage == "events" and args.event_steps and not (out / "agent" / "config.json").exists():
+            _run(events_command(args), logs / "sft_events.log")
         elif stage == "probe":  # a minute: does the agent read its media at all? (rl/media_probe.py)
             probe = [sys.executable, "-m", "rl.media_probe", "--model", str(out / "agent"), "--data", str(parquet),
                      "--out", str(out / "media_probe.json")]  # fmt: skip
@@ -328,42 +371,48 @@ def run_stages(args: argparse.Namespace) -> None:
         print(f"stage {stage}: {time.monotonic() - start:.0f} s", flush=True)
 
 
+# (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
+OPTIONS: list[tuple[str, type, Any, str]] = [
+    ("--train-seed", int, 101, "synthetic training set seed"),
+    ("--eval-seed", int, 202, "held-out set seed (other videos and tasks)"),
+    ("--train-videos", int, 16, "training videos"),
+    ("--eval-videos", int, 4, "held-out videos"),
+    ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
+    ("--min-turns", int, 8, "teacher episodes draw their turn budget K from [min-turns, 16]"),
+    (
+        "--error-rate",
+        float,
+        0.0,
+        "teacher's chance of first answering in a wrong format (recovered; not a target)",
+    ),
+    ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
+    ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
+    ("--text-warmup-batch", int, 16, "text warm-up batch size"),
+    ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
+    ("--caption-batch", int, 16, "single-frame captions after every SFT step (rl/frame_captions.py; 0: off)"),
+    ("--batch-size", int, 1, "full-context SFT batch size"),
+    ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
+    ("--warmup-steps", int, 30, "linear lr warm-up steps"),
+    ("--event-steps", int, 1000, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
+    ("--event-lr", float, 1e-3, "phase 2 learning rate (constant)"),
+    ("--event-share", float, 0.5, "phase 2: share of caption frames showing an event"),
+    ("--save-every", int, 100, "steps between resumable checkpoints"),
+    ("--seed", int, 0, "synthesis, build and SFT seed"),
+    ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),
+    ("--max-frames", int, 8, "frames per look, synthesis and eval"),
+    ("--max-clip-s", float, 10.0, "seconds per clip, synthesis and eval"),
+    ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
+    ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
+]
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(DEFAULT_STAGES))
-    p.add_argument("--train-seed", type=int, default=101, help="synthetic training set seed")
-    p.add_argument("--eval-seed", type=int, default=202, help="held-out set seed (other videos and tasks)")
-    p.add_argument("--train-videos", type=int, default=16)
-    p.add_argument("--eval-videos", type=int, default=4)
     p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
-    p.add_argument("--n-samples", type=int, default=4, help="best-of-N teacher episodes per task")
-    p.add_argument("--steps", type=int, default=2500, help="full-context SFT optimizer steps (batch 1)")
-    p.add_argument(
-        "--text-warmup-steps",
-        type=int,
-        default=1500,
-        help="short-context text steps first (rl/text_warmup.py)",
-    )
-    p.add_argument("--text-warmup-batch", type=int, default=16)
-    p.add_argument(
-        "--caption-batch", type=int, default=0,
-        help="single-frame captions after every SFT step (rl/frame_captions.py; 0: off, the shipped agent)",
-    )  # fmt: skip
-    p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--warmup-steps", type=int, default=30)
-    p.add_argument("--save-every", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--max-new-tokens", type=int, default=384, help="generation limit (see OUT/turn_tokens.json)"
-    )
-    p.add_argument("--max-frames", type=int, default=8, help="frames per look, synthesis and eval")
-    p.add_argument("--max-clip-s", type=float, default=10.0, help="seconds per clip, synthesis and eval")
-    p.add_argument(
-        "--max-audio-s", type=float, default=30.0, help="seconds per audio look (the processor hears 30)"
-    )
-    p.add_argument("--eval-limit", type=int, default=0, help="first N held-out tasks only (0: all)")
+    for flag, kind, default, help_ in OPTIONS:
+        p.add_argument(flag, type=kind, default=default, help=help_)
     p.add_argument(
         "--scaling-ks",
         type=lambda s: [int(x) for x in s.split(",")],

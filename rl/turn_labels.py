@@ -103,10 +103,14 @@ def entropy_auroc(
 ) -> dict[str, Any]:
     """How well turn entropy ranks discovery turns among all percept turns with an entropy.
 
+    Two controls come with it: ``earliness`` is the AUROC of the turn's position alone (earlier turn,
+    higher score), the baseline an entropy signal has to beat, since a question that names its time
+    is found on turn 1; ``after_turn1`` is entropy's AUROC over turns 2 and later only.
+
     ``evidence_by_task`` maps ``(media, question)`` keys (:func:`task_key`) to evidence intervals; trajectories
     of tasks without evidence are skipped.
     """
-    scores, labels, clusters = [], [], []
+    scores, labels, clusters, positions = [], [], [], []
     for j, traj in enumerate(trajectories):
         evidence = evidence_by_task.get(task_key(traj.media, traj.question))
         if not evidence:
@@ -117,13 +121,27 @@ def entropy_auroc(
             scores.append(float(turn.entropy))
             labels.append(label)
             clusters.append(f"{j}:{traj.id}")
-    point, low, high = cluster_bootstrap_auroc(scores, labels, clusters, n_boot, seed)
+            positions.append(turn.turn)
+
+    def ranked(score: Sequence[float], keep: Sequence[bool]) -> dict[str, Any]:
+        picked = [i for i, k in enumerate(keep) if k]
+        point, low, high = cluster_bootstrap_auroc(
+            [score[i] for i in picked],
+            [labels[i] for i in picked],
+            [clusters[i] for i in picked],
+            n_boot,
+            seed,
+        )
+        return {"auroc": point, "ci95": [low, high]}
+
+    everything = [True] * len(labels)
     return {
-        "auroc": point,
-        "ci95": [low, high],
+        **ranked(scores, everything),
         "turns": len(labels),
         "discovery_turns": int(sum(labels)),
         "trajectories": len(set(clusters)),
+        "earliness": ranked([-float(k) for k in positions], everything),
+        "after_turn1": ranked(scores, [k > 1 for k in positions]),
     }
 
 

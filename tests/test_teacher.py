@@ -13,8 +13,8 @@ import pytest
 from envs.env import OmniVideoEnv
 from envs.synth import SHAPE_COLORS, decode_frame_index, generate_benchmark
 from envs.tasks import Task
+from omniagent.backends.synth_goals import TEMPLATES, parse_goal
 from omniagent.backends.synth_world import SynthWorld, parse_observation
-from omniagent.backends.teacher import TEMPLATES, parse_goal
 from omniagent.episode import run_episode
 from omniagent.policy import PolicyError, make_policy
 from omniagent.trajectory import Trajectory
@@ -152,3 +152,46 @@ def test_teacher_needs_synthetic_media(video_path: Path) -> None:
     _, info = env.reset(options={"media": str(video_path), "question": "How many beeps?", "task_type": "num"})
     with pytest.raises(PolicyError, match="envs.synth"):
         make_policy("synth_teacher").reset(info)
+
+
+def test_scripted_mistakes_are_marked_recovered_and_never_targets(bench: list[Task]) -> None:
+    """``error_rate``/``look_error_rate``: the teacher sometimes answers in another task's format or
+    swaps a look's start and end; the environment rejects the turn, the next turn says so and takes
+    the decision again, the plan goes on as without mistakes, QC does not reject the trajectory for it
+    and the export never makes the mistake a target (it stays in later contexts)."""
+    from rl.sft_export import trajectory_rows
+    from rl.sft_filters import hygiene_reasons
+
+    env = OmniVideoEnv()
+    picked = [t for t in bench if t.task_type in ("mcq", "tr", "num", "size")][:6]
+    spoilt = {"answer_invalid": 0, "time_reversed": 0}
+    for task in picked:
+        for seed in range(3):
+            clean = run(task, 16, seed=seed, env=env)
+            policy = make_policy("synth_teacher", seed=seed, error_rate=0.5, look_error_rate=0.5)
+            traj = run_episode(env, policy, task.env_options(16))
+            assert traj.stop_reason == "answered" and hygiene_reasons(traj) == []
+            assert all(bool(t.error) == t.scripted_error for t in traj.turns)
+            looks = [t.action for t in traj.turns if not t.error and t.action_type != "answer"]
+            assert looks == [t.action for t in clean.turns if t.action_type != "answer"][: len(looks)]
+            for bad, nxt in zip(traj.turns, traj.turns[1:], strict=False):
+                if not bad.scripted_error:
+                    continue
+                spoilt[bad.error] += 1
+                assert nxt.thought and nxt.thought.startswith("My last")
+                if bad.error == "time_reversed" and nxt.turn < traj.max_turns:
+                    swapped = {**bad.action, "start": bad.action["end"], "end": bad.action["start"]}
+                    assert nxt.action == swapped or nxt.scripted_error
+            if not any(t.scripted_error for t in traj.turns):
+                continue
+            unmarked = traj.model_copy(deep=True)
+            for t in unmarked.turns:
+                t.scripted_error = False
+            assert hygiene_reasons(unmarked)  # an error the teacher did not stage is still a rejection
+            if seed == 0:
+                rows = list(trajectory_rows(traj))
+                targets = [int(r["id"].rsplit("/t", 1)[1]) for r in rows]
+                assert targets == [t.turn for t in traj.turns if not t.scripted_error]
+                said = [m for m in json.loads(rows[-1]["messages"]) if m["role"] == "assistant"]
+                assert len(said) == len(traj.turns)  # every earlier turn, mistakes included, is context
+    assert spoilt["answer_invalid"] > 0 and spoilt["time_reversed"] > 0

@@ -136,6 +136,15 @@ def test_manifest_fingerprints_a_rerun_reproduces(tmp_path: Path) -> None:
         verify_recipe(agent, drifted)
     with pytest.raises(ValueError, match="has none of"):
         verify_recipe(agent, tmp_path / "empty")
+
+    # the event-caption phase (--event-steps) has its own log, compared the same way
+    phase2 = "\n".join(json.dumps({"step": 50 * (i + 1), "loss": 1.0 - 0.1 * i}) for i in range(3))
+    (out / "logs" / "sft_events.log").write_text(phase2 + "\n")
+    agent2 = write_manifest(agent, out, {"steps": 100, "event_steps": 150}).parent
+    assert verify_recipe(agent2, out) == ["events_log", "init", "sft_data", "sft_log", "train_tasks"]
+    (rerun / "logs" / "sft_events.log").write_text(phase2.replace('"loss": 1.0', '"loss": 1.3') + "\n")
+    with pytest.raises(ProvenanceError, match="events_log.step_losses"):
+        verify_recipe(agent2, rerun)
     assert recipe_fingerprints(tmp_path / "empty") == {}
 
 

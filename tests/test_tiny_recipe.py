@@ -16,11 +16,13 @@ from rl.tiny_agent import mrope_section
 from rl.tiny_recipe import (
     _eval_cmd,
     blank_media,
+    events_command,
     parse_args,
     results_markdown,
     run_rows,
     run_stages,
     scaling_command,
+    sft_command,
     synth_command,
     turn_token_stats,
     well_formed,
@@ -75,15 +77,19 @@ def test_blind_media_are_black_and_silent_with_the_same_timeline(video_path: Pat
 def test_well_formed_and_markdown(tmp_path: Path) -> None:
     turns = [{"error": None, "action_type": "get_frames"}, {"error": "format_not_json", "action_type": None},
              {"error": "video_out_of_range", "action_type": "get_clip"}, {"error": None, "action_type": "answer"}]  # fmt: skip
-    (tmp_path / "trajectories.jsonl").write_text(json.dumps({"turns": turns}) + "\n")
+    stuck = [{"error": "answer_invalid", "action_type": "answer"}] * 2  # never recovers
+    (tmp_path / "trajectories.jsonl").write_text(
+        json.dumps({"turns": turns}) + "\n" + json.dumps({"turns": stuck})
+    )
     rates = well_formed(tmp_path)
-    assert rates == {"turns_total": 4, "well_formed_rate": 0.75, "percept_turn_rate": 0.5}
+    assert rates == {"turns_total": 6, "well_formed_rate": 5 / 6, "percept_turn_rate": 2 / 6,
+                     "recovery_rate": 1 / 3, "first_answer_valid": 0.5}  # fmt: skip
     ci = {"mean": 0.5, "lo": 0.25, "hi": 0.75}
     res = {"table": {"agent": {"n": 4, "score": ci, "answer_rate": ci, "frames_used": 3.0, "turns": 2.0,
                                "by_task_type": {"mcq": ci}, **rates}},
            "paired": {"agent - uniform": {"n_shared": 4, "diff": {**ci, "resolved": True}}}}  # fmt: skip
     md = results_markdown(res)
-    assert "| agent | 4 | 0.500 [0.250, 0.750] | 0.750 | 0.500 | 3.0 | 2.00 |" in md
+    assert "| agent | 4 | 0.500 [0.250, 0.750] | 0.833 | 0.500 | 0.500 | 0.333 | 3.0 | 2.00 |" in md
     assert "| agent - uniform | 4 | 0.500 [0.250, 0.750] | True |" in md and "| mcq |" in md
 
 
@@ -112,6 +118,28 @@ def test_scaling_runs_the_agent_on_the_held_out_set_and_ship_only_when_asked(tmp
     assert f"+policy.kwargs.model={args.out / 'agent'}" in cmd and "policy.name=transformers" in cmd
     assert f"out_dir={args.out / 'scaling'}" in cmd
     assert run_rows(args)["random_weights"][3]["model"] == "tiny-random"  # "tiny" is the shipped agent
+
+
+def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
+    """The teacher's mistakes are off unless asked; with ``--event-steps 0`` phase 1 saves the agent
+    itself, else it saves ``agent_sft`` and phase 2 continues from it into ``agent``."""
+    plain = parse_args(["--out", str(tmp_path), "--event-steps", "0"])
+    assert not any("error_rate" in x for x in synth_command(plain))
+    assert f"omni_sft.local.save_dir={tmp_path / 'agent'}" in sft_command(plain)
+    args = parse_args(
+        ["--out", str(tmp_path), "--event-steps", "7", "--error-rate", "0.3", "--min-turns", "4"]
+    )
+    synth = synth_command(args)
+    assert "+teacher.kwargs.error_rate=0.3" in synth and "turn_budget.min=4" in synth
+    assert not any("look_error_rate" in x for x in synth)
+    assert f"omni_sft.local.save_dir={tmp_path / 'agent_sft'}" in sft_command(args)
+    events = events_command(args)
+    assert (
+        f"model.path={tmp_path / 'agent_sft'}" in events
+        and f"omni_sft.local.save_dir={tmp_path / 'agent'}" in events
+    )
+    assert "omni_sft.local.steps=7" in events and "omni_sft.local.captions.event_share=0.5" in events
+    assert f"trainer.seed={args.seed + 1}" in events
 
 
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
@@ -143,11 +171,17 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
     args = parse_args(["--out", str(tmp_path / "r"), "--train-videos", "1", "--durations", "60",
                        "--n-samples", "2", "--steps", "12", "--warmup-steps", "2", "--save-every", "6",
                        "--text-warmup-steps", "3", "--text-warmup-batch", "2", "--caption-batch", "4",
-                       "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft"])  # fmt: skip
+                       "--event-steps", "3", "--error-rate", "0.5", "--look-error-rate", "0.2",
+                       "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft", "events"])  # fmt: skip
     run_stages(args)
+    kept = [json.loads(x) for x in (args.out / "sft_data" / "kept.jsonl").read_text().splitlines()]
+    assert any(t["scripted_error"] for k in kept for t in k["turns"])  # the teacher's staged mistakes
     log = (args.out / "logs" / "sft.log").read_text()
     losses = [json.loads(x)["losses"] for x in log.splitlines() if x.startswith('{"samples"')][0]
     assert len(losses) == 12 and np.mean(losses[-4:]) < np.mean(losses[:4])
+    events = (args.out / "logs" / "sft_events.log").read_text()
+    assert [len(json.loads(x)["losses"]) for x in events.splitlines() if x.startswith('{"samples"')] == [3]
+    assert "event_share" in events and check_checkpoint(args.out / "agent_sft")
     agent = check_checkpoint(args.out / "agent")
     task = json.loads((args.out / "synth_train" / "tasks.jsonl").read_text().splitlines()[0])
     task["media"] = str(args.out / "synth_train" / task["media"])

@@ -25,6 +25,7 @@ from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoin
 from rl.info_gain import answer_entropy, information_gains
 from rl.local_rollout import TurnEncoder, TurnRow
 from rl.train_local import Args, RecordingPolicy, compose_config, evaluate, load_policy, ppo_clip_loss, train
+from rl.turn_budget import turn_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny-scale run: 1-2 groups of 2-4 episodes, 2 turns each, short outputs.
@@ -78,6 +79,20 @@ def test_args_are_read_from_the_keys_verl_reads(cfg_tiny, train_tasks: Path) -> 
     assert args.norm_by_std is cfg_tiny.algorithm.norm_adv_by_std_in_grpo
     big = Args.from_config(compose_config(["+exp=7b", "taura.mode=grpo", f"local.train_tasks={train_tasks}"]))
     assert big.group_size == 8 and big.mode == "grpo" and big.clip_high == 0.3  # the 7B recipe's settings
+
+
+def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
+    """``+exp=tiny_agent`` plays episodes as the recipe evaluated its agent: the same caps, K = 16 and the
+    same generation limit, so RL starts from the behaviour the held-out table measured."""
+    from rl.tiny_recipe import limit_overrides, parse_args
+
+    cfg = compose_config(
+        ["+exp=tiny_agent", "actor_rollout_ref.model.path=x", f"local.train_tasks={train_tasks}"]
+    )
+    args, recipe = Args.from_config(cfg), parse_args([])
+    assert {k: float(v) for k, v in args.env["limits"].items()} == limit_overrides(recipe)
+    assert args.max_new_tokens == recipe.max_new_tokens and args.local["device"] == "cpu"
+    assert turn_budget(60.0, args.env["turns"]) == turn_budget(600.0, args.env["turns"]) == 16
 
 
 def test_ppo_clip_loss_matches_verl_vanilla_hand_values(cfg_tiny) -> None:

@@ -101,6 +101,9 @@ def test_entropy_auroc_over_percept_turns_of_hand_built_trajectories():
     assert (
         out["auroc"] == 1.0 and out["turns"] == 4 and out["discovery_turns"] == 2 and out["trajectories"] == 2
     )
+    # controls: position alone (discoveries on turns 2 and 1 against non-discoveries on 1 and 2), and
+    # entropy over turns 2+ only (discovery 1.5 against the re-look 0.1)
+    assert out["earliness"]["auroc"] == 0.5 and out["after_turn1"]["auroc"] == 1.0
     # answers are not percept turns: their high entropy does not count
     b.turns[1].entropy = 2.0  # a later re-look now outranks both discovery turns (1.5, 0.9); 0.2 does not
     assert entropy_auroc([a, b], {task_key("m.mp4", "q?"): EVIDENCE}, n_boot=50)["auroc"] == 0.5

@@ -11,6 +11,12 @@ spacing, audio window length, zoom or not, patience, window around a named time)
 stretched to fit the turn budget, so best-of-N samples differ and some fail: an event between two
 sparse frames is missed, an impatient run stops early, and then the answer is a guess.
 
+With ``error_rate``/``look_error_rate`` it also makes, now and then, the mistakes small agents make
+(an answer in another task type's format, a look whose start is after its end); the environment
+rejects the turn and the next turn says so and takes the same decision again. The mistaken turn is
+marked ``scripted_error``: QC accepts it and the export never makes it a target, so the student
+learns the recovery, not the mistake.
+
 Every synthetic template is solvable by perception. ``ff`` answers (screen and spoken words) are
 found by perception too, but only a judge can score them; they are one word by construction, so
 synthesis with the rule-based auditor (:mod:`rl.audit_rules`) scores them by exact match.
@@ -20,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 import zlib
 from dataclasses import dataclass
@@ -32,80 +37,10 @@ from pydantic import Field
 from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
+from omniagent.backends.synth_goals import parse_goal
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
 from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
-
-ORD = r"(\d+)(?:st|nd|rd|th)"
-SHAPE = r"(\w+ (?:square|circle|triangle))"
-AT = r"at about ([\d.]+) s"
-# (pattern, template, search, target kind) -- questions of envs/synth/tasks.py
-TEMPLATES: list[tuple[re.Pattern[str], str, str, str]] = [
-    (re.compile(rf"Which digit is shown on screen {AT}"), "digit_mcq", "local_visual", "digit"),
-    (re.compile(rf"What word is written on screen {AT}"), "screen_word_ff", "local_visual", "word"),
-    (re.compile(rf"When does the {SHAPE} appear on screen"), "shape_tr", "find_visual", "shape"),
-    (
-        re.compile(rf"An? {SHAPE} is on screen {AT}\. How many pixels"),
-        "shape_width_size",
-        "local_visual",
-        "shape",
-    ),
-    (
-        re.compile(r"How many times does the whole screen flash white"),
-        "flash_count_num",
-        "find_visual",
-        "flash",
-    ),
-    (re.compile(r"When does the screen flash white"), "flash_tr", "find_visual", "flash"),
-    (re.compile(r"how many times does the background of the video change"), "scene_change_num", "scene", ""),
-    (re.compile(rf"right after the {ORD} beep"), "after_beep_color_mcq", "after_beep", "tone"),
-    (re.compile(r"turn into static noise|burst of static noise"), "static_tr", "find_static", "static"),
-    (re.compile(r"How many beeps"), "beep_count_num", "find_audio", "tone"),
-    (re.compile(rf"frequency, in Hz, of the beep heard {AT}"), "beep_pitch_num", "local_audio", "tone"),
-    (re.compile(rf"When is the {ORD} beep heard"), "nth_beep_tr", "find_audio", "tone"),
-    (re.compile(rf"pitch of the beep heard {AT}"), "beep_pitch_mcq", "local_audio", "tone"),
-    (re.compile(r'When is the word "(\w+)" spoken'), "spoken_word_tr", "find_audio", "speech"),
-    (re.compile(rf"Which word is spoken {AT}"), "spoken_word_ff", "local_audio", "speech"),
-    (re.compile(r"Which of these words is spoken"), "spoken_word_mcq", "find_audio", "speech"),
-]
-KIND_NAMES = {"digit": "a digit", "word": "a word", "flash": "a white flash", "static": "static noise"}
-KIND_NAMES |= {"tone": "a beep", "speech": "a spoken word"}
-
-
-@dataclass
-class Goal:
-    """What the question asks for, read from its text (the only task knowledge the teacher uses)."""
-
-    template: str
-    search: str  # local_visual|local_audio (at a named time), find_visual|find_audio|find_static, scene, ...
-    kind: str = ""  # the item kind to look for
-    value: str | None = None  # "red square", "apple"; None: any
-    at: float | None = None  # "at about T s"
-    nth: int | None = None  # "the 3rd beep"
-
-    def target(self) -> str:
-        if self.kind == "shape" and self.value:
-            return f"the {self.value}"
-        if self.kind == "speech" and self.value:
-            return f'the word "{self.value}"'
-        return KIND_NAMES.get(self.kind, "the evidence")
-
-
-def parse_goal(question: str) -> Goal:
-    for pattern, template, search, kind in TEMPLATES:
-        m = pattern.search(question)
-        if not m:
-            continue
-        goal = Goal(template, search, kind)
-        for g in m.groups():
-            if re.fullmatch(r"\d+", g) and template in ("after_beep_color_mcq", "nth_beep_tr"):
-                goal.nth = int(g)
-            elif re.fullmatch(r"[\d.]+", g):
-                goal.at = float(g)
-            else:
-                goal.value = g
-        return goal
-    return Goal("unknown", "unknown")
 
 
 @dataclass
@@ -164,6 +99,16 @@ class SynthTeacherParams(PolicyParams):
     limits: EnvLimits = Field(
         default_factory=EnvLimits, description="the environment's caps, so every look fits"
     )
+    error_rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="chance that an answer is first given in another task type's format (a scripted mistake "
+        "the next turn recovers from; marked, never an SFT target)",
+    )
+    look_error_rate: float = Field(
+        0.0, ge=0.0, le=1.0, description="the same for a look: its start and end swapped"
+    )
 
 
 @register_policy("synth_teacher")
@@ -177,6 +122,7 @@ class SynthTeacherPolicy(Policy):
         p: SynthTeacherParams = self._init_params(kwargs)
         self.seed = 0 if p.seed is None else int(p.seed)
         self.limits = p.limits
+        self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -192,6 +138,9 @@ class SynthTeacherPolicy(Policy):
         self.step = 1.0 / float(media.get("fps") or self.world.fps)
         key = zlib.crc32(f"{media['path'].rsplit('/', 1)[-1]}\n{info['task']['question']}".encode())
         self.rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key])
+        # mistakes draw from their own stream, so error_rate=0 leaves every other draw as it was
+        self.err_rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key, 1])
+        self.recovery = ""  # set after a scripted mistake: the next thought says what went wrong
         self.goal = parse_goal(info["task"]["question"])
         self.style = Style.draw(self.rng, self.limits, self.duration)
         self.memory = Memory()
@@ -211,8 +160,51 @@ class SynthTeacherPolicy(Policy):
         self.memory.add_percept(self.world, percept)
         observation = describe(self.world, percept)
         action, thought = self._decide()
+        if self.recovery:
+            thought, self.recovery = f"{self.recovery} {thought}", ""
+        mistake = self._mistake(action) if self.turn < self.max_turns else None
+        if mistake is not None:
+            action = mistake
         text = json.dumps({"observation": observation, "thought": thought, "action": action})
-        return TurnOutput(text=text, model_seconds=time.perf_counter() - t0)
+        return TurnOutput(
+            text=text, model_seconds=time.perf_counter() - t0, scripted_error=mistake is not None
+        )
+
+    # -------------------------------------------------------------------------------- mistakes
+    def _mistake(self, action: dict[str, Any]) -> dict[str, Any] | None:
+        """With probability ``error_rate`` (answers) or ``look_error_rate`` (looks), the decided action
+        spoilt the way small agents spoil it, and the decision undone so that the next turn takes it
+        again, after the error percept."""
+        rate = self.error_rate if action["type"] == "answer" else self.look_error_rate
+        if rate <= 0 or self.err_rng.random() >= rate:
+            return None
+        if action["type"] == "answer":
+            wrong = self._wrong_format(action["content"])
+            if wrong is None:
+                return None
+            self.recovery = "My last answer was rejected: it was not in the required format."
+            return {"type": "answer", "content": wrong}
+        if not action["end"] > action["start"]:
+            return None
+        self.queue.insert(0, action)
+        if any(action is z for z in self.zooms):
+            self.zooms_done -= 1
+        self.recovery = "My last request was rejected: its start was after its end."
+        return {**action, "start": action["end"], "end": action["start"]}
+
+    def _wrong_format(self, content: Any) -> Any:
+        """The answer in the format of another task type (``ff`` takes any text, so it has none)."""
+        kind = self.info["task"]["task_type"]
+        t = round(float(self.err_rng.uniform(0.0, self.duration)), 1)
+        interval = [[t, round(min(self.duration, t + 1.0), 1)]]
+        number = int(self.err_rng.integers(1, 40))
+        options = {
+            "mcq": [interval, number],
+            "num": [interval, "B"],
+            "size": [interval, "B"],
+            "tr": [number, "B"],
+        }.get(kind)
+        return None if options is None else options[int(self.err_rng.integers(len(options)))]
 
     # ----------------------------------------------------------------------------------- plans
     def _frames(self, s: float, e: float, num: int) -> dict[str, Any]:
