@@ -33,6 +33,8 @@ def task_statistics(task: Task, trajs: list[Trajectory], seconds: float, error: 
         "budgets": [t.max_turns for t in trajs],
         "rejections": dict(reasons),
         "rejections_detailed": dict(detailed),
+        # a teacher's scripted mistakes in the kept trajectories, by error code (its recovery is the target)
+        "kept_scripted_errors": dict(Counter(u.error for t in kept for u in t.turns if u.scripted_error)),
         "seconds": round(seconds, 3),
         "error": error,
     }
@@ -47,8 +49,10 @@ def summarize(stats: list[dict[str, Any]]) -> dict[str, Any]:
     def block(rows: list[dict]) -> dict[str, Any]:
         n = sum(r["n_samples"] for r in rows)
         rej: Counter = Counter()
+        scripted: Counter = Counter()
         for r in rows:
             rej.update(r["rejections"])
+            scripted.update(r.get("kept_scripted_errors") or {})
         return {
             "tasks": len(rows),
             "samples": n,
@@ -58,6 +62,7 @@ def summarize(stats: list[dict[str, Any]]) -> dict[str, Any]:
             "outcome_pass_rate": sum(r["n_outcome_pass"] for r in rows) / n if n else 0.0,
             "mean_turns": float(np.mean([r["mean_turns"] for r in rows])) if rows else 0.0,
             "rejections": dict(rej),
+            "kept_scripted_errors": dict(scripted),
         }
 
     return {

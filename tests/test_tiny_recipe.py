@@ -175,7 +175,9 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
                        "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft", "events"])  # fmt: skip
     run_stages(args)
     kept = [json.loads(x) for x in (args.out / "sft_data" / "kept.jsonl").read_text().splitlines()]
-    assert any(t["scripted_error"] for k in kept for t in k["turns"])  # the teacher's staged mistakes
+    staged = [t["error"] for k in kept for t in k["turns"] if t["scripted_error"]]  # the teacher's mistakes
+    summary = json.loads((args.out / "sft_data" / "summary.json").read_text())
+    assert staged and sum(summary["kept_scripted_errors"].values()) == len(staged)
     log = (args.out / "logs" / "sft.log").read_text()
     losses = [json.loads(x)["losses"] for x in log.splitlines() if x.startswith('{"samples"')][0]
     assert len(losses) == 12 and np.mean(losses[-4:]) < np.mean(losses[:4])

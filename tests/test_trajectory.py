@@ -105,6 +105,7 @@ def test_from_step_takes_everything_from_output_and_info() -> None:
         prompt_tokens=120,
         completion_tokens=2,
         model_seconds=1.5,
+        scripted_error=True,
     )
     info: dict[str, Any] = {
         "turn": 2,
@@ -142,6 +143,7 @@ def test_from_step_takes_everything_from_output_and_info() -> None:
         "entropy": 0.3,
         "entropy_estimator": "exact",
         "token_logprobs": [-0.1, -0.2],
+        "scripted_error": True,  # a teacher's staged mistake stays marked in the record
     }
     assert rec.request() == "get_frames 0.00-4.00 s num=2" and not rec.entropy_is_estimate
     single = TurnRecord.from_step(out, {}, timestamps=[1.0], frames_used=8)  # a one-turn baseline
