@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from omniagent.backends.synth_world import SynthWorld, parse_observation
-from omniagent.trajectory import Trajectory
+from omniagent.trajectory import load_trajectories
 
 VISUAL = ("get_frames", "get_clip")
 
@@ -32,10 +32,12 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
     hue = [0, 0]  # claims, true
     event = [0, 0]
     turns = 0
-    for line in (Path(run_dir) / "trajectories.jsonl").read_text().splitlines():
-        traj = Trajectory.model_validate_json(line)
+    worlds: dict[str, SynthWorld] = {}  # a run has many tasks per video: read each sidecar once
+    for traj in load_trajectories(Path(run_dir) / "trajectories.jsonl"):
         media = Path(traj.media)
-        world = SynthWorld.for_media(Path(world_dir) / media.name if world_dir else media)
+        if traj.media not in worlds:
+            worlds[traj.media] = SynthWorld.for_media(Path(world_dir) / media.name if world_dir else media)
+        world = worlds[traj.media]
         for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
             if prev.error or prev.action_type not in VISUAL or not turn.observation:
                 continue

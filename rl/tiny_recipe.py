@@ -292,21 +292,34 @@ def synth_command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
-def sft_command(args: argparse.Namespace) -> list[str]:
-    """Phase 1: the text warm-up, then full-context SFT from the untrained agent (with captions if asked).
-    With ``--event-steps`` it saves to ``OUT/agent_sft``, the start of phase 2; else to ``OUT/agent``."""
-    save = args.out / ("agent_sft" if args.event_steps else "agent")
+def phase1_dir(args: argparse.Namespace) -> Path:
+    """Where phase 1 saves: ``OUT/agent_sft`` when the event phase continues from it, else ``OUT/agent``."""
+    return args.out / ("agent_sft" if args.event_steps else "agent")
+
+
+def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, lr: float, save: Path,
+               seed: int, captions: int, log_every: int) -> list[str]:  # fmt: skip
+    """The ``rl/train_sft.py +exp=tiny`` command both phases share: full fine-tuning of ``model`` on the
+    exported turns, a fresh shuffle per epoch, resumable checkpoints, a complete folder at ``save``."""
     return [
-        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'init'}",
+        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={model}",
         f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
-        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / 'sft'}", f"omni_sft.local.steps={args.steps}",
-        f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.lr={args.lr}",
-        "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
-        "omni_sft.local.log_every=25", f"omni_sft.local.warmup_steps={args.warmup_steps}",
-        "omni_sft.local.cosine=true", f"omni_sft.local.save_dir={save}", f"trainer.seed={args.seed}",
-        f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
+        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / run_dir}", f"omni_sft.local.steps={steps}",
+        f"omni_sft.local.lr={lr}", "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
+        f"omni_sft.local.log_every={log_every}", f"omni_sft.local.save_dir={save}", f"trainer.seed={seed}",
+        f"omni_sft.local.captions.batch_size={captions}",
+    ]  # fmt: skip
+
+
+def sft_command(args: argparse.Namespace) -> list[str]:
+    """Phase 1: the text warm-up, then full-context SFT from the untrained agent (with captions if asked),
+    into :func:`phase1_dir`."""
+    return [
+        *_train_sft(args, args.out / "init", "sft", args.steps, args.lr, phase1_dir(args), args.seed,
+                    args.caption_batch, log_every=25),
+        f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.warmup_steps={args.warmup_steps}",
+        "omni_sft.local.cosine=true", f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
-        f"omni_sft.local.captions.batch_size={args.caption_batch}",
     ]  # fmt: skip
 
 
@@ -315,15 +328,9 @@ def events_command(args: argparse.Namespace) -> list[str]:
     ``--event-lr``, each followed by a caption batch in which ``--event-share`` of the frames show an
     event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds.
     Another seed than phase 1's, so it sees the turns in another order."""
-    batch = args.caption_batch or 16
     return [
-        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={args.out / 'agent_sft'}",
-        f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
-        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / 'sft_events'}",
-        f"omni_sft.local.steps={args.event_steps}", f"omni_sft.local.lr={args.event_lr}",
-        "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
-        "omni_sft.local.log_every=50", f"omni_sft.local.save_dir={args.out / 'agent'}",
-        f"trainer.seed={args.seed + 1}", f"omni_sft.local.captions.batch_size={batch}",
+        *_train_sft(args, args.out / "agent_sft", "sft_events", args.event_steps, args.event_lr,
+                    args.out / "agent", args.seed + 1, args.caption_batch or 16, log_every=50),
         f"omni_sft.local.captions.event_share={args.event_share}",
     ]  # fmt: skip
 
@@ -349,10 +356,7 @@ def run_stages(args: argparse.Namespace) -> None:
             stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
-        elif (
-            stage == "sft"
-            and not (out / ("agent_sft" if args.event_steps else "agent") / "config.json").exists()
-        ):
+        elif stage == "sft" and not (phase1_dir(args) / "config.json").exists():
             _run(sft_command(args), logs / "sft.log")
         elif stage == "events" and args.event_steps and not (out / "agent" / "config.json").exists():
             _run(events_command(args), logs / "sft_events.log")
