@@ -212,10 +212,14 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
                 "role": "user",
                 "content": [
                     text_part(prompts.question_prompt(task["question"], task.get("choices"), media)),
-                    text_part("\n" + prompts.turn_notice(1, self.max_turns)),
+                    text_part("\n" + self._notice(1)),
                 ],
             },
         ]
+
+    def _notice(self, turn: int) -> str:
+        assert self.scorer is not None  # set by reset() before any message is written
+        return prompts.turn_notice(turn, self.max_turns, self.scorer.notice_hint)
 
     def _observation(self) -> list[Message]:
         return [{"role": m["role"], "content": list(m["content"])} for m in self._messages]
@@ -283,7 +287,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         elif terminated:
             info["stop_reason"] = "answered"
         else:
-            content.append(text_part("\n" + prompts.turn_notice(self.turn + 1, self.max_turns)))
+            content.append(text_part("\n" + self._notice(self.turn + 1)))
         self._messages.append({"role": "user", "content": content})
         self.done = terminated or truncated
         info["frames_used"], info["audio_seconds_used"] = self.frames_used, round(self.audio_seconds_used, 3)

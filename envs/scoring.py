@@ -39,7 +39,8 @@ def get_scorer(task_type: str) -> Scorer:
 
 
 class Scorer:
-    format_hint = ""
+    format_hint = ""  # in the system prompt: the full answer format
+    notice_hint = ""  # repeated in every turn notice, right before the model writes: short
 
     def parse(self, content: Any, choices: list[str] | None = None) -> Any:
         return content
@@ -61,6 +62,7 @@ _LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
 @register_scorer("mcq")
 class MCQScorer(Scorer):
     format_hint = 'the letter of one option only, e.g. "B"'
+    notice_hint = "one option letter"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
         m = _LETTER.match(str(content).strip())
@@ -140,6 +142,7 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 @register_scorer("tr")
 class TRScorer(Scorer):
     format_hint = "a JSON array of [start, end] pairs in seconds, e.g. [[10.5, 20.0], [35.0, 40.0]]"
+    notice_hint = "[[start, end], ...] in seconds, start before end"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> list[tuple[float, float]]:
         return _as_intervals(content)
@@ -174,6 +177,7 @@ def _as_number(content: Any) -> float:
 @register_scorer("num")
 class NumScorer(Scorer):
     format_hint = 'a single number, e.g. "10.3"'
+    notice_hint = "one number"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> float:
         return _as_number(content)
@@ -193,6 +197,7 @@ Judge = Callable[[str, str, str], float]  # (question, reference answer, predict
 @register_scorer("ff")
 class FreeFormScorer(Scorer):
     format_hint = "a descriptive answer in plain text"
+    notice_hint = "plain text"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
         text = content if isinstance(content, str) else json.dumps(content)
