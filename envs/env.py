@@ -39,6 +39,7 @@ from envs.scoring import SCORERS, AnswerFormatError, Judge, Scorer, get_scorer
 from envs.step_rules import check_length, clamp_span, frame_count
 from envs.task_source import TaskSource, TaskSpec
 from envs.tasks import LETTERS
+from envs.turn_schema import turn_schema
 
 __all__ = ["TASK_TYPES", "ChatSpace", "EnvLimits", "OmniVideoEnv"]
 
@@ -161,6 +162,8 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
                 "answer": task.get("answer"),
             },
             "task_id": self.task_id,
+            "turn_schema": self._turn_schema(final=False),
+            "final_turn_schema": self._turn_schema(final=True),
             "error": None,
             "timestamps": [],
             "frames_used": 0,
@@ -212,14 +215,14 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
                 "role": "user",
                 "content": [
                     text_part(prompts.question_prompt(task["question"], task.get("choices"), media)),
-                    text_part("\n" + self._notice(1)),
+                    text_part("\n" + prompts.turn_notice(1, self.max_turns)),
                 ],
             },
         ]
 
-    def _notice(self, turn: int) -> str:
-        assert self.scorer is not None  # set by reset() before any message is written
-        return prompts.turn_notice(turn, self.max_turns, self.scorer.notice_hint)
+    def _turn_schema(self, final: bool) -> dict[str, Any]:
+        task = self.task
+        return turn_schema(self.media, task["task_type"], task.get("choices"), self.limits, final=final)
 
     def _observation(self) -> list[Message]:
         return [{"role": m["role"], "content": list(m["content"])} for m in self._messages]
@@ -287,7 +290,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         elif terminated:
             info["stop_reason"] = "answered"
         else:
-            content.append(text_part("\n" + self._notice(self.turn + 1)))
+            content.append(text_part("\n" + prompts.turn_notice(self.turn + 1, self.max_turns)))
         self._messages.append({"role": "user", "content": content})
         self.done = terminated or truncated
         info["frames_used"], info["audio_seconds_used"] = self.frames_used, round(self.audio_seconds_used, 3)

@@ -79,15 +79,12 @@ def question_prompt(question: str, choices: list[str] | None, info: MediaInfo) -
     return text
 
 
-def turn_notice(turn: int, max_turns: int, answer_hint: str = "") -> str:
-    """``turn`` is the number of the turn the model is about to take (1-based). ``answer_hint``
-    (the scorer's ``notice_hint``) restates the answer format where the model decides: small models
-    lose the system prompt's format line across a long context and answer in another task's form."""
+def turn_notice(turn: int, max_turns: int) -> str:
+    """``turn`` is the number of the turn the model is about to take (1-based)."""
     left = max_turns - turn
-    fmt = f" Answer format: {answer_hint}." if answer_hint else ""
     if left == 0:
-        return f"[Turn {turn} of {max_turns}. This is your last turn: you must answer now.{fmt}]"
-    return f"[Turn {turn} of {max_turns}; {left} more after this one.{fmt}]"
+        return f"[Turn {turn} of {max_turns}. This is your last turn: you must answer now.]"
+    return f"[Turn {turn} of {max_turns}; {left} more after this one.]"
 
 
 def fmt_times(times: list[float]) -> str:

@@ -39,11 +39,14 @@ def get_scorer(task_type: str) -> Scorer:
 
 
 class Scorer:
-    format_hint = ""  # in the system prompt: the full answer format
-    notice_hint = ""  # repeated in every turn notice, right before the model writes: short
+    format_hint = ""  # the answer format, stated in the system prompt
 
     def parse(self, content: Any, choices: list[str] | None = None) -> Any:
         return content
+
+    def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
+        """JSON schema of an answer this scorer parses (for constrained decoding; see envs/turn_schema.py)."""
+        return {}
 
     def score(self, prediction: Any, truth: Any, **context: Any) -> float:
         raise NotImplementedError
@@ -62,7 +65,6 @@ _LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
 @register_scorer("mcq")
 class MCQScorer(Scorer):
     format_hint = 'the letter of one option only, e.g. "B"'
-    notice_hint = "one option letter"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
         m = _LETTER.match(str(content).strip())
@@ -76,6 +78,9 @@ class MCQScorer(Scorer):
                 f"{letter!r} is not an option; options are {', '.join(letters(len(choices)))}"
             )
         return letter
+
+    def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
+        return {"type": "string", "enum": letters(len(choices)) if choices else list(string.ascii_uppercase)}
 
     def score(self, prediction: str, truth: Any, **context: Any) -> float:
         return float(prediction == str(truth).strip().upper())
@@ -142,10 +147,15 @@ def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 @register_scorer("tr")
 class TRScorer(Scorer):
     format_hint = "a JSON array of [start, end] pairs in seconds, e.g. [[10.5, 20.0], [35.0, 40.0]]"
-    notice_hint = "[[start, end], ...] in seconds, start before end"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> list[tuple[float, float]]:
         return _as_intervals(content)
+
+    def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
+        # start <= end is beyond JSON schema; the parser still rejects a reversed pair
+        time = {"type": "number", "minimum": 0, "maximum": duration}
+        pair = {"type": "array", "prefixItems": [time, time], "items": False, "minItems": 2}
+        return {"type": "array", "items": pair, "minItems": 1}
 
     def score(self, prediction: list[tuple[float, float]], truth: Any, **context: Any) -> float:
         return temporal_iou(prediction, _as_intervals(truth))
@@ -177,10 +187,12 @@ def _as_number(content: Any) -> float:
 @register_scorer("num")
 class NumScorer(Scorer):
     format_hint = 'a single number, e.g. "10.3"'
-    notice_hint = "one number"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> float:
         return _as_number(content)
+
+    def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
+        return {"type": "number"}
 
     def score(self, prediction: float, truth: Any, **context: Any) -> float:
         return mean_relative_accuracy(prediction, _as_number(truth))
@@ -197,13 +209,15 @@ Judge = Callable[[str, str, str], float]  # (question, reference answer, predict
 @register_scorer("ff")
 class FreeFormScorer(Scorer):
     format_hint = "a descriptive answer in plain text"
-    notice_hint = "plain text"
 
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
         text = content if isinstance(content, str) else json.dumps(content)
         if not text.strip():
             raise AnswerFormatError("the answer is empty")
         return text
+
+    def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
+        return {"type": "string", "minLength": 1}
 
     def score(
         self, prediction: str, truth: Any, judge: Judge | None = None, question: str = "", **context: Any

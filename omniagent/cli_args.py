@@ -80,6 +80,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--retries", type=int, default=2, help="request retries (openai backend)")
     m.add_argument("--device", default="auto", help="transformers backend: auto, cpu, cuda, cuda:N")
     m.add_argument(
+        "--constrained",
+        action="store_true",
+        help="decode every turn under the environment's JSON schema of a valid turn (transformers backend)",
+    )
+    m.add_argument(
         "--policy-arg",
         "-P",
         action="append",

@@ -111,7 +111,10 @@ def build_policy(backend: str, args: argparse.Namespace, limits: Any) -> Any:
     argument the backend does not take is an error that lists the ones it does)."""
     from omniagent.policy import make_policy
 
-    return make_policy(backend, shared=shared_settings(args, limits), **parse_policy_args(args.policy_arg))
+    explicit = parse_policy_args(args.policy_arg)
+    if args.constrained:  # explicit, so a backend that cannot constrain says so instead of ignoring it
+        explicit["constrained"] = True
+    return make_policy(backend, shared=shared_settings(args, limits), **explicit)
 
 
 def what_to_do(backend: str, model: str) -> str:

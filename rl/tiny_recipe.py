@@ -182,10 +182,12 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         args.out / "synth_blind" / "tasks.jsonl",
         args.out / "eval",
     )
-    agent = {"model": str(args.out / "agent"), "max_new_tokens": args.max_new_tokens, "device": "cpu"}
+    free = {"model": str(args.out / "agent"), "max_new_tokens": args.max_new_tokens, "device": "cpu"}
+    agent = {**free, "constrained": bool(args.constrained)}
     return {
         "agent": (held, runs / "agent", "transformers", agent),
         "agent_blind": (blind, runs / "agent_blind", "transformers", agent),
+        "agent_free": (held, runs / "agent_free", "transformers", free),
         "uniform": (held, runs / "uniform", "uniform", {}),
         "random": (held, runs / "random", "random", {}),
         "random_weights": (held, runs / "random_weights", "transformers",
@@ -219,6 +221,7 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         ("agent", "agent_blind"),
         ("agent", "random"),
         ("agent", "random_weights"),
+        ("agent", "agent_free"),
     ):
         if a in rows and b in rows:
             pairs[f"{a} - {b}"] = paired_compare(rows[a], rows[b], names=(a, b))
@@ -260,7 +263,9 @@ def stage_eval(args: argparse.Namespace) -> None:
     tasks = make_synth_set(args.out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
     blank_media(tasks, args.out / "synth_blind")
     for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
-        if name == "random_weights" and not args.eval_random_weights:
+        if (name == "random_weights" and not args.eval_random_weights) or (
+            name == "agent_free" and not (args.eval_free and args.constrained)
+        ):
             continue
         start = time.monotonic()
         _run(_eval_cmd(args, tasks_file, run_dir, policy, kwargs), args.out / "logs" / f"eval_{name}.log")
@@ -407,6 +412,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--max-clip-s", float, 10.0, "seconds per clip, synthesis and eval"),
     ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
     ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
+    (
+        "--constrained",
+        int,
+        1,
+        "1: the agent decodes under the env's turn schema (xgrammar); 0: free decoding",
+    ),
 ]
 
 
@@ -424,6 +435,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="turn budgets of the scaling stage",
     )
     p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
+    p.add_argument("--eval-free", action="store_true", help="also evaluate the agent with free decoding")
     args = p.parse_args(argv)
     args.out = args.out.resolve()
     return args

@@ -338,6 +338,7 @@ def load_policy(model: str, args: Args) -> Any:
     policy = TransformersPolicy(
         model=model, device=str(args.local.get("device", "auto")), dtype="float32", seed=int(args.local["seed"]),
         max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
+        constrained=bool(args.local.get("constrained", False)),
     )  # fmt: skip
     return policy
 

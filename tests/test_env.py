@@ -73,34 +73,6 @@ def test_reset_builds_system_and_question(env: OmniVideoEnv) -> None:
     assert info["media"]["has_audio"] and info["max_turns"] == 8 and info["task"]["answer"] == "B"
 
 
-@pytest.mark.parametrize(
-    ("task_type", "answer", "hint"),
-    [("mcq", "B", "one option letter"), ("num", 3, "one number"), ("tr", [[1, 2]], "[[start, end]")],
-)
-def test_every_turn_notice_restates_the_answer_format(
-    video_path: Path, task_type: str, answer: object, hint: str
-) -> None:
-    choices = ["red", "green", "blue"] if task_type == "mcq" else None
-    e = OmniVideoEnv(
-        media=str(video_path),
-        question="q?",
-        task_type=task_type,
-        choices=choices,
-        answer=answer,
-        limits={"max_turns": 3},
-    )
-    obs, _ = e.reset()
-    notices = [message_text(obs[-1]).splitlines()[-1]]
-    for _ in range(2):
-        obs, *_ = e.step(turn({"type": "get_frames", "start": 0, "end": 1, "num": 1}))
-        notices.append(message_text(obs[-1]).splitlines()[-1])
-    e.close()
-    assert [n.startswith(f"[Turn {i} of 3") for i, n in enumerate(notices, 1)] == [True] * 3
-    assert all(f"Answer format: {hint}" in n for n in notices)
-    assert "last turn" in notices[-1] and "last turn" not in notices[0]
-    assert all("letter" not in n for n in notices) or task_type == "mcq"
-
-
 def test_frames_percept_labels_each_frame_with_its_time(env: OmniVideoEnv) -> None:
     env.reset()
     obs, reward, term, trunc, info = env.step(

@@ -375,3 +375,25 @@ def test_vllm_and_openai_report_the_same_entropy(chosen_in_top):
     known = list(tops.values()) + ([] if chosen_in_top else [chosen_lp])
     assert oa_entropies == pytest.approx(vllm_entropies, rel=1e-12)
     assert vllm_entropies == pytest.approx([lump_entropy(known)])
+
+
+def test_constrained_sends_the_envs_turn_schema_and_answer_only_on_the_last_turn(server, video_path):
+    env = OmniVideoEnv()
+    policy = OpenAIPolicy(model="m", base_url=server.url, retries=0, constrained=True)
+    options = {"media": str(video_path), "question": "Q?", "task_type": "num", "answer": 3, "max_turns": 2}
+    _, info = env.reset(options=options)
+    policy.reset(info)
+    first = policy.response_format()
+    policy._turn = 1  # the coming turn is the last of K = 2
+    last = policy.response_format()
+    assert first["type"] == "json_schema" and first["json_schema"]["schema"] == info["turn_schema"]
+    assert last["json_schema"]["schema"] == info["final_turn_schema"]
+    traj = run_episode(env, policy, options)
+    env.close()
+    sent = [r.get("response_format") for r in server.requests]
+    assert sent and sent[0] == first  # what went over the wire: the schema of the episode's first turn
+    assert traj.num_turns >= 1
+    with pytest.raises(Exception, match="before reset"):
+        OpenAIPolicy(model="m", base_url=server.url, constrained=True).response_format()
+    unconstrained = OpenAIPolicy(model="m", base_url=server.url)
+    assert "response_format" not in unconstrained.request_body([])

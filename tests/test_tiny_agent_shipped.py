@@ -215,3 +215,33 @@ def test_the_shipped_agents_training_tasks_are_what_the_recipe_generates(tmp_pat
         tmp_path / "synth_train", args["train_seed"], args["train_videos"], args["durations"], "train"
     )
     assert verify_recipe(ASSET_DIR, tmp_path) == ["train_tasks"]
+
+
+SCHEMA_RULES_OUT = ("format_", "action_", "time_out_of_range", "num_invalid", "no_")
+
+
+@pytest.mark.slow
+def test_constrained_decoding_makes_every_turn_of_the_shipped_agent_parse(tasks) -> None:
+    """Under the env's turn schema the agent's turns never fail for a reason the schema rules out,
+    and the last turn of the budget is an answer in the task's format (only a reversed interval,
+    which JSON schema cannot express, may still be refused)."""
+    from envs.env import OmniVideoEnv
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    agent = make_policy("transformers", model="tiny", device="cpu", max_new_tokens=384, constrained=True)
+    picked = {t.task_type: t for t in tasks if t.task_type in ("mcq", "num", "tr", "size")}
+    env = OmniVideoEnv(limits={"max_frames": 8, "max_clip_s": 10, "max_audio_s": 30})
+    try:
+        trajs = [run_episode(env, agent, t.env_options(max_turns=3)) for t in picked.values()]
+    finally:
+        env.close()
+        agent.close()
+    assert len(trajs) == 4
+    for traj in trajs:
+        for rec in traj.turns:
+            assert not (rec.error or "").startswith(SCHEMA_RULES_OUT), (traj.task_type, rec.error)
+            if rec.error == "answer_invalid":
+                assert traj.task_type == "tr" and "start <= end" in rec.error_message
+        assert traj.turns[-1].action_type == "answer"
+        assert traj.stop_reason == "answered" or traj.task_type == "tr"

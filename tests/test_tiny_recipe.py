@@ -120,6 +120,17 @@ def test_scaling_runs_the_agent_on_the_held_out_set_and_ship_only_when_asked(tmp
     assert run_rows(args)["random_weights"][3]["model"] == "tiny-random"  # "tiny" is the shipped agent
 
 
+def test_the_agent_rows_decode_under_the_turn_schema_and_free_decoding_is_a_row_of_its_own(
+    tmp_path: Path,
+) -> None:
+    rows = run_rows(parse_args(["--out", str(tmp_path)]))
+    assert rows["agent"][3]["constrained"] is True and rows["agent_blind"][3] == rows["agent"][3]
+    assert "constrained" not in rows["agent_free"][3] and rows["agent_free"][0] == rows["agent"][0]
+    assert "+policy.kwargs.constrained=True" in scaling_command(parse_args(["--out", str(tmp_path)]))
+    free = run_rows(parse_args(["--out", str(tmp_path), "--constrained", "0"]))
+    assert free["agent"][3]["constrained"] is False
+
+
 def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     """The teacher's mistakes are off unless asked; with ``--event-steps 0`` phase 1 saves the agent
     itself, else it saves ``agent_sft`` and phase 2 continues from it into ``agent``."""

@@ -93,6 +93,14 @@ def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_ta
     assert {k: float(v) for k, v in args.env["limits"].items()} == limit_overrides(recipe)
     assert args.max_new_tokens == recipe.max_new_tokens and args.local["device"] == "cpu"
     assert turn_budget(60.0, args.env["turns"]) == turn_budget(600.0, args.env["turns"]) == 16
+    assert args.local["constrained"] is bool(recipe.constrained) is True
+    policy = load_policy(
+        "tiny", args
+    )  # the shipped agent, decoding under the turn schema as the recipe's eval
+    try:
+        assert policy.grammar is not None and policy.temperature == args.temperature
+    finally:
+        policy.close()
 
 
 def test_ppo_clip_loss_matches_verl_vanilla_hand_values(cfg_tiny) -> None:

@@ -172,6 +172,11 @@ class TransformersParams(PolicyParams):
     tiny_dir: str | None = Field(
         None, description="cache folder for the tiny random model (default: a temp cache per seed)"
     )
+    constrained: bool = Field(
+        False,
+        description="decode every turn under the environment's JSON schema of a well-formed turn "
+        "(xgrammar; the last turn of the budget may only answer)",
+    )
 
 
 @register_policy("transformers")
@@ -212,7 +217,20 @@ class TransformersPolicy(Policy):
             net, self.processor = _load_pretrained(p.model, self.dtype)
         self.model = net.to(device=self.device, dtype=self.dtype).eval()
         self.generation_config = self._generation_config()
+        self.grammar = self._grammar() if p.constrained else None
+        self._turn, self._max_turns = 0, 0
         torch.manual_seed(self.seed)
+
+    def _grammar(self) -> Any:
+        from omniagent.backends.constrained import TurnGrammar
+
+        vocab = int(self.model.get_output_embeddings().weight.shape[0])
+        return TurnGrammar(self.processor.tokenizer, vocab, list(self.generation_config.eos_token_id))
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self._turn, self._max_turns = 0, int(info.get("max_turns") or 0)
+        if self.grammar is not None:
+            self.grammar.reset(info)
 
     def _generation_config(self) -> Any:
         from transformers import GenerationConfig
@@ -263,8 +281,12 @@ class TransformersPolicy(Policy):
                     value = value.to(self.dtype)
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
+        self._turn += 1
+        extra: dict[str, Any] = {}
+        if self.grammar is not None:  # the processor masks logits; out.logits stay the model's own
+            extra["logits_processor"] = [self.grammar.processor(final=self._turn >= self._max_turns)]
         with torch.inference_mode():
-            out = self.model.generate(**inputs, generation_config=self.generation_config)
+            out = self.model.generate(**inputs, generation_config=self.generation_config, **extra)
         new_ids = out.sequences[0, prompt_len:]
         steps = len(out.logits)
         logits = torch.stack([step[0] for step in out.logits])  # (steps, vocab)
