@@ -188,6 +188,7 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         "agent": (held, runs / "agent", "transformers", agent),
         "agent_blind": (blind, runs / "agent_blind", "transformers", agent),
         "agent_free": (held, runs / "agent_free", "transformers", free),
+        "agent_free_blind": (blind, runs / "agent_free_blind", "transformers", free),
         "uniform": (held, runs / "uniform", "uniform", {}),
         "random": (held, runs / "random", "random", {}),
         "random_weights": (held, runs / "random_weights", "transformers",
@@ -222,6 +223,8 @@ def summarise(args: argparse.Namespace) -> dict[str, Any]:
         ("agent", "random"),
         ("agent", "random_weights"),
         ("agent", "agent_free"),
+        ("agent_free", "agent_free_blind"),
+        ("agent_free", "uniform"),
     ):
         if a in rows and b in rows:
             pairs[f"{a} - {b}"] = paired_compare(rows[a], rows[b], names=(a, b))
@@ -264,7 +267,7 @@ def stage_eval(args: argparse.Namespace) -> None:
     blank_media(tasks, args.out / "synth_blind")
     for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
         if (name == "random_weights" and not args.eval_random_weights) or (
-            name == "agent_free" and not (args.eval_free and args.constrained)
+            name.startswith("agent_free") and not (args.eval_free and args.constrained)
         ):
             continue
         start = time.monotonic()
@@ -435,7 +438,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="turn budgets of the scaling stage",
     )
     p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
-    p.add_argument("--eval-free", action="store_true", help="also evaluate the agent with free decoding")
+    p.add_argument(
+        "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
+    )
     args = p.parse_args(argv)
     args.out = args.out.resolve()
     return args

@@ -43,7 +43,8 @@ def test_readme_eval_commands_compose() -> None:
                 node = cfg
                 for part in key.split("."):
                     node = node[part]
-                assert str(node) == value, arg
+                shown = str(node).lower() if isinstance(node, bool) else str(node)  # YAML true/True
+                assert shown == value.lower() if isinstance(node, bool) else shown == value, arg
 
 
 def test_synthetic_media_show_a_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
