@@ -31,9 +31,7 @@ class ResetInfo(TypedDict):
     media: dict[str, Any]  # envs.media.MediaInfo as a dict: duration, has_video, has_audio, fps, ...
     task: TaskFields
     task_id: str | None  # the Task id when drawn from a task source or given in options, else None
-    turn_schema: dict[
-        str, Any
-    ]  # JSON schema of a well-formed turn (envs/turn_schema.py), for constrained decoding
+    turn_schema: dict[str, Any]  # JSON schema of a well-formed turn (envs/turn_schema.py)
     final_turn_schema: dict[str, Any]  # the same for the budget's last turn: the action must be an answer
     error: None
     timestamps: list[float]  # empty

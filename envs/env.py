@@ -39,7 +39,7 @@ from envs.scoring import SCORERS, AnswerFormatError, Judge, Scorer, get_scorer
 from envs.step_rules import check_length, clamp_span, frame_count
 from envs.task_source import TaskSource, TaskSpec
 from envs.tasks import LETTERS
-from envs.turn_schema import turn_schema
+from envs.turn_schema import turn_schemas
 
 __all__ = ["TASK_TYPES", "ChatSpace", "EnvLimits", "OmniVideoEnv"]
 
@@ -151,6 +151,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         self._percepts = []
         self._messages = self._first_messages()
         self.done = False
+        schemas = turn_schemas(self.media, task["task_type"], task.get("choices"), self.limits)
         info: ResetInfo = {
             "turn": 0,
             "max_turns": self.max_turns,
@@ -162,8 +163,8 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
                 "answer": task.get("answer"),
             },
             "task_id": self.task_id,
-            "turn_schema": self._turn_schema(final=False),
-            "final_turn_schema": self._turn_schema(final=True),
+            "turn_schema": schemas[0],
+            "final_turn_schema": schemas[1],
             "error": None,
             "timestamps": [],
             "frames_used": 0,
@@ -219,10 +220,6 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
                 ],
             },
         ]
-
-    def _turn_schema(self, final: bool) -> dict[str, Any]:
-        task = self.task
-        return turn_schema(self.media, task["task_type"], task.get("choices"), self.limits, final=final)
 
     def _observation(self) -> list[Message]:
         return [{"role": m["role"], "content": list(m["content"])} for m in self._messages]

@@ -51,20 +51,14 @@ def action_schemas(
     return out
 
 
-def turn_schema(
-    media: MediaInfo,
-    task_type: str,
-    choices: list[str] | None,
-    limits: EnvLimits,
-    final: bool = False,
-) -> dict[str, Any]:
-    """``{"observation": str, "thought": str, "action": one of the allowed actions}``; on the
-    ``final`` turn of the budget the only allowed action is the answer."""
+def turn_schemas(
+    media: MediaInfo, task_type: str, choices: list[str] | None, limits: EnvLimits
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The schema of any turn, ``{"observation": str, "thought": str, "action": one of the allowed
+    actions}``, and of the budget's last turn, where the only allowed action is the answer."""
     actions = action_schemas(media, task_type, choices, limits)
-    return _object(
-        {
-            "observation": {"type": "string"},
-            "thought": {"type": "string"},
-            "action": actions[-1] if final else {"anyOf": actions},
-        }
-    )
+
+    def turn(action: dict[str, Any]) -> dict[str, Any]:
+        return _object({"observation": {"type": "string"}, "thought": {"type": "string"}, "action": action})
+
+    return turn({"anyOf": actions}), turn(actions[-1])

@@ -384,7 +384,7 @@ def test_constrained_sends_the_envs_turn_schema_and_answer_only_on_the_last_turn
     _, info = env.reset(options=options)
     policy.reset(info)
     first = policy.response_format()
-    policy._turn = 1  # the coming turn is the last of K = 2
+    policy.episode.advance()  # the coming turn is the last of K = 2
     last = policy.response_format()
     assert first["type"] == "json_schema" and first["json_schema"]["schema"] == info["turn_schema"]
     assert last["json_schema"]["schema"] == info["final_turn_schema"]

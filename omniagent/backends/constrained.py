@@ -14,9 +14,46 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from omniagent.policy import PolicyConfigError
 
-class ConstraintUnavailable(RuntimeError):
+
+class ConstraintUnavailable(PolicyConfigError):
     """Constrained decoding was asked for but cannot run (xgrammar missing, no schema in the info)."""
+
+
+class TurnSchemas:
+    """The episode's two turn schemas (``reset`` info) and which one the coming turn is under: the
+    one source of the turn count for every backend that constrains, so they agree on the last turn."""
+
+    def __init__(self) -> None:
+        self.turn, self.max_turns = 0, 0
+        self._schemas: tuple[dict[str, Any], dict[str, Any]] | None = None
+
+    def reset(self, info: dict[str, Any]) -> None:
+        if "turn_schema" not in info or "final_turn_schema" not in info:
+            raise ConstraintUnavailable(
+                "constrained decoding needs the environment's turn_schema in reset info (envs.OmniVideoEnv)"
+            )
+        self.turn, self.max_turns = 0, int(info.get("max_turns") or 0)
+        self._schemas = (info["turn_schema"], info["final_turn_schema"])
+
+    @property
+    def schemas(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self._schemas is None:
+            raise ConstraintUnavailable("constrained decoding before reset(): no turn schema is known yet")
+        return self._schemas
+
+    def final(self) -> bool:
+        """Whether the coming turn is the budget's last (only an answer is allowed)."""
+        return self.turn + 1 >= self.max_turns
+
+    def current(self) -> dict[str, Any]:
+        """The schema the coming turn decodes under."""
+        return self.schemas[1] if self.final() else self.schemas[0]
+
+    def advance(self) -> None:
+        """Count the turn just generated."""
+        self.turn += 1
 
 
 def _xgrammar() -> Any:
@@ -39,8 +76,8 @@ class TurnGrammar:
             tokenizer, vocab_size=vocab_size, stop_token_ids=stop_token_ids
         )
         self._compiler = xgr.GrammarCompiler(info)
-        self._turn: Any = None
-        self._final: Any = None
+        self.episode = TurnSchemas()
+        self._compiled: tuple[Any, Any] | None = None
 
     def _compile(self, schema: dict[str, Any]) -> Any:
         return self._compiler.compile_json_schema(
@@ -49,15 +86,17 @@ class TurnGrammar:
 
     def reset(self, info: dict[str, Any]) -> None:
         """Compile this episode's schemas (about a millisecond each) from the env's reset info."""
-        if "turn_schema" not in info or "final_turn_schema" not in info:
-            raise ConstraintUnavailable(
-                "constrained decoding needs the environment's turn_schema in reset info (envs.OmniVideoEnv)"
-            )
-        self._turn, self._final = self._compile(info["turn_schema"]), self._compile(info["final_turn_schema"])
+        self.episode.reset(info)
+        turn, final = self.episode.schemas
+        self._compiled = (self._compile(turn), self._compile(final))
 
-    def processor(self, final: bool) -> Any:
-        if self._turn is None:
+    def next_processor(self) -> Any:
+        """The logits processor of the coming turn (the answer-only grammar on the last); counts the turn."""
+        compiled = self._compiled
+        if compiled is None:
             raise ConstraintUnavailable("constrained decoding before reset(): no turn schema compiled yet")
         from xgrammar.contrib.hf import LogitsProcessor
 
-        return LogitsProcessor(self._final if final else self._turn)
+        processor = LogitsProcessor(compiled[1] if self.episode.final() else compiled[0])
+        self.episode.advance()
+        return processor

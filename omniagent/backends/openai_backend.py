@@ -44,9 +44,10 @@ import numpy as np
 from pydantic import Field, SecretStr
 
 from envs.messages import Message
+from omniagent.backends.constrained import TurnSchemas
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
-from omniagent.policy import Policy, PolicyConfigError, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 ServerKind = Literal["auto", "vllm", "generic"]
@@ -144,23 +145,17 @@ class OpenAIPolicy(Policy):
         self._logprobs_ok = p.top_logprobs > 0
         self._server: ServerKind = p.server
         self._listed: list[Any] | None = None
-        self._schemas: tuple[dict[str, Any], dict[str, Any]] | None = None
-        self._turn, self._max_turns = 0, 0
+        self.episode = TurnSchemas() if p.constrained else None
 
     def reset(self, info: dict[str, Any]) -> None:
-        self._turn, self._max_turns = 0, int(info.get("max_turns") or 0)
-        if self.params.constrained:  # type: ignore[attr-defined]
-            if "turn_schema" not in info:
-                raise PolicyConfigError("constrained=true needs the environment's turn_schema in reset info")
-            self._schemas = (info["turn_schema"], info["final_turn_schema"])
+        if self.episode is not None:
+            self.episode.reset(info)
 
     def response_format(self) -> dict[str, Any] | None:
         """The structured-output request for the coming turn, or None when not constrained."""
-        if not self.params.constrained:  # type: ignore[attr-defined]
+        if self.episode is None:
             return None
-        if self._schemas is None:
-            raise PolicyConfigError("constrained=true: act() before reset(), so no turn schema is known")
-        schema = self._schemas[1] if self._turn + 1 >= self._max_turns else self._schemas[0]
+        schema = self.episode.current()
         return {"type": "json_schema", "json_schema": {"name": "turn", "schema": schema, "strict": True}}
 
     # ---------------------------------------------------------------- requests
@@ -316,7 +311,8 @@ class OpenAIPolicy(Policy):
 
         self._resolve_model()
         kwargs = self.request_body(messages)
-        self._turn += 1
+        if self.episode is not None:
+            self.episode.advance()
         t0 = time.perf_counter()
         try:
             try:

@@ -218,7 +218,6 @@ class TransformersPolicy(Policy):
         self.model = net.to(device=self.device, dtype=self.dtype).eval()
         self.generation_config = self._generation_config()
         self.grammar = self._grammar() if p.constrained else None
-        self._turn, self._max_turns = 0, 0
         torch.manual_seed(self.seed)
 
     def _grammar(self) -> Any:
@@ -228,7 +227,6 @@ class TransformersPolicy(Policy):
         return TurnGrammar(self.processor.tokenizer, vocab, list(self.generation_config.eos_token_id))
 
     def reset(self, info: dict[str, Any]) -> None:
-        self._turn, self._max_turns = 0, int(info.get("max_turns") or 0)
         if self.grammar is not None:
             self.grammar.reset(info)
 
@@ -281,10 +279,9 @@ class TransformersPolicy(Policy):
                     value = value.to(self.dtype)
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
-        self._turn += 1
         extra: dict[str, Any] = {}
         if self.grammar is not None:  # the processor masks logits; out.logits stay the model's own
-            extra["logits_processor"] = [self.grammar.processor(final=self._turn >= self._max_turns)]
+            extra["logits_processor"] = [self.grammar.next_processor()]
         with torch.inference_mode():
             out = self.model.generate(**inputs, generation_config=self.generation_config, **extra)
         new_ids = out.sequences[0, prompt_len:]
