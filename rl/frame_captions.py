@@ -9,18 +9,93 @@ frame label and image, and the sentence the synthetic teacher writes for that fr
 batch after every full-context step is cheap, and because the sentence is exactly the one the agent
 writes inside its Observations, what it learns there is used in the full context.
 
+Whole-percept captions (``percepts`` > 0) do the same for a served run of frames: the prompt is the
+environment's percept as served (header, frame labels, images), the target the Observation the
+teacher wrote of it. They train what single frames cannot: telling
+which of eight frames shows the event, as the agent must in its Observations.
+
 Captions need ground truth, so they come only from media built by ``python -m envs.synth`` (a
 ``.meta.json`` sidecar); rows of other media are skipped.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from typing import Any
 
 from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
 from rl.sft_step import collate
+
+
+class _Worlds:
+    """Each media file's synthetic world, loaded once (None for media without a sidecar)."""
+
+    def __init__(self) -> None:
+        self._worlds: dict[str, SynthWorld | None] = {}
+
+    def __call__(self, media: str) -> SynthWorld | None:
+        if media not in self._worlds:
+            try:
+                self._worlds[media] = SynthWorld.for_media(media)
+            except WorldError:
+                self._worlds[media] = None
+        return self._worlds[media]
+
+
+def _chat(prompt: list[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": [{"type": "text", "text": target}]},
+    ]
+
+
+def _latest_percept(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    percept = messages[-2]["content"] if len(messages) >= 2 else ""
+    return [] if isinstance(percept, str) else list(percept)
+
+
+def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[str, Any]]]:
+    """One chat per distinct served run of two or more frames (``get_frames``) in the rows' latest
+    percepts: the percept's parts as served, without the turn notice, and the Observation the
+    teacher wrote of it in that row, e.g. ``Frames 0.00s-20.00s (3): red background. Frame 30.00s:
+    red background, the digit 7.`` (or one sentence per frame with ``per_frame``). Rows of media
+    without a synthetic sidecar are skipped, as for single frames."""
+    chats: list[list[dict[str, Any]]] = []
+    seen: set[tuple[str, tuple[float, ...]]] = set()
+    worlds = _Worlds()
+    for media, messages in rows:
+        parts = _latest_percept(messages)
+        times = tuple(
+            float(p["timestamp"])
+            for p in parts
+            if p.get("type") == "image" and p.get("timestamp") is not None
+        )
+        if len(times) < 2 or (media, times) in seen or worlds(media) is None:
+            continue
+        observation = _observation(messages[-1])
+        if observation is None:
+            continue
+        seen.add((media, times))
+        prompt = [
+            p
+            for p in parts
+            if not (p.get("type") == "text" and p.get("text", "").lstrip().startswith("[Turn"))
+        ]
+        chats.append(_chat(prompt, observation))
+    return chats
+
+
+def _observation(turn: dict[str, Any]) -> str | None:
+    """The Observation of an exported teacher turn (None when the turn is not a parseable JSON turn)."""
+    content = turn.get("content")
+    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+    try:
+        observation = json.loads(text).get("observation")
+    except (ValueError, AttributeError):
+        return None
+    return observation if isinstance(observation, str) else None
 
 
 def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[str, Any]]]:
@@ -33,73 +108,81 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
     """
     chats: list[list[dict[str, Any]]] = []
     seen: set[tuple[str, float]] = set()
-    worlds: dict[str, SynthWorld | None] = {}
+    worlds = _Worlds()
     for media, messages in rows:
-        percept = messages[-2]["content"] if len(messages) >= 2 else ""
-        if isinstance(percept, str):
-            continue
-        for part in percept:
+        for part in _latest_percept(messages):
             if part.get("type") != "image" or part.get("timestamp") is None:
                 continue
             label = float(part["timestamp"])
             if (media, label) in seen:
                 continue
-            if media not in worlds:
-                try:
-                    worlds[media] = SynthWorld.for_media(media)
-                except WorldError:
-                    worlds[media] = None
-            world = worlds[media]
+            world = worlds(media)
             if world is None:
                 break
             seen.add((media, label))
             prompt = [{"type": "text", "text": f"Frame at {label:.2f}s:"}, part]
-            target = [{"type": "text", "text": frame_sentences(world, [label])[0]}]
-            chats.append([{"role": "user", "content": prompt}, {"role": "assistant", "content": target}])
+            chats.append(_chat(prompt, frame_sentences(world, [label])[0]))
     return chats
 
 
 class CaptionBatches:
     """Seeded caption batches for a run: ``batch(step)`` is a function of the seed and the step, so
-    a resumed run trains on the batches an uninterrupted one would have."""
+    a resumed run trains on the batches an uninterrupted one would have. Each batch holds
+    ``batch_size`` single frames and, with ``percepts`` > 0, that many whole served percepts."""
 
-    def __init__(self, dataset: Any, batch_size: int, seed: int, event_share: float | None = None) -> None:
+    def __init__(
+        self, dataset: Any, batch_size: int, seed: int, event_share: float | None = None, percepts: int = 0
+    ) -> None:
         rows = [
             (str(dataset.row(i).get("media_path") or ""), dataset.messages(i)) for i in range(len(dataset))
         ]
         self.chats = caption_chats(rows)
-        if not self.chats:
+        self.whole = percept_chats(rows) if percepts > 0 else []
+        if not self.chats or (percepts > 0 and not self.whole):
             raise ValueError(
                 "omni_sft.local.captions: no frame of the SFT data has a synthetic-benchmark sidecar "
                 "(captions need media built by `python -m envs.synth`); set captions.batch_size=0"
             )
         self.encode: Callable[[list[dict[str, Any]]], dict[str, Any]] = dataset.encode
         self.pad_id = int(dataset.pad_id)
-        self.batch_size, self.seed = batch_size, seed
+        self.batch_size, self.seed, self.percepts = batch_size, seed, percepts
         # About 1 served frame in 5 shows more than the background; without oversampling those, the
         # agent learns the background hues but not the events that questions ask about.
         self.event_share = event_share
         self.events = [i for i, chat in enumerate(self.chats) if _shows_event(chat)]
         self.plain = [i for i, chat in enumerate(self.chats) if not _shows_event(chat)]
-        self._items: dict[int, dict[str, Any]] = {}
+        self.whole_events = [i for i, chat in enumerate(self.whole) if _shows_event(chat)]
+        self.whole_plain = [i for i, chat in enumerate(self.whole) if not _shows_event(chat)]
+        self._items: dict[tuple[str, int], dict[str, Any]] = {}
 
-    def _item(self, index: int) -> dict[str, Any]:
-        if index not in self._items:  # encode each caption once: image decoding dominates a step
-            self._items[index] = self.encode(self.chats[index])
-        return self._items[index]
+    def _item(self, kind: str, index: int) -> dict[str, Any]:
+        if (kind, index) not in self._items:  # encode each caption once: image decoding dominates a step
+            self._items[kind, index] = self.encode((self.chats if kind == "frame" else self.whole)[index])
+        return self._items[kind, index]
+
+    def _pick(self, rng: random.Random, size: int, events: list[int], plain: list[int]) -> list[int]:
+        if self.event_share is None or not events or not plain:
+            return rng.sample(range(len(events) + len(plain)), min(size, len(events) + len(plain)))
+        return [rng.choice(events if rng.random() < self.event_share else plain) for _ in range(size)]
 
     def picked(self, step: int) -> list[int]:
         """Indices into ``chats`` of ``step``'s batch (``event_share`` of them showing an event)."""
-        rng = random.Random(self.seed * 1_000_003 + step)
-        if self.event_share is None or not self.events or not self.plain:
-            return rng.sample(range(len(self.chats)), min(self.batch_size, len(self.chats)))
-        return [
-            rng.choice(self.events if rng.random() < self.event_share else self.plain)
-            for _ in range(self.batch_size)
-        ]
+        return self._pick(
+            random.Random(self.seed * 1_000_003 + step), self.batch_size, self.events, self.plain
+        )
+
+    def picked_percepts(self, step: int) -> list[int]:
+        """Indices into ``whole`` of ``step``'s batch (its own stream: ``picked`` is the same with or
+        without percepts)."""
+        if not self.percepts:
+            return []
+        rng = random.Random(self.seed * 1_000_003 + step + 7_919 * 1_000_003)
+        return self._pick(rng, self.percepts, self.whole_events, self.whole_plain)
 
     def batch(self, step: int) -> dict[str, Any]:
-        return collate([self._item(i) for i in self.picked(step)], self.pad_id)
+        items = [self._item("frame", i) for i in self.picked(step)]
+        items += [self._item("percept", i) for i in self.picked_percepts(step)]
+        return collate(items, self.pad_id)
 
 
 def _shows_event(chat: list[dict[str, Any]]) -> bool:

@@ -75,7 +75,8 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "captions": [
             int((local.get("captions") or {}).get("batch_size") or 0),
             (local.get("captions") or {}).get("event_share"),
-        ],
+        ]
+        + ([percepts] if (percepts := int((local.get("captions") or {}).get("percepts") or 0)) else []),
     }
 
 
@@ -122,7 +123,8 @@ def _caption_batches(dataset: Any, local: Any, seed: int) -> Any:
     from rl.frame_captions import CaptionBatches
 
     share = captions.get("event_share")
-    return CaptionBatches(dataset, size, seed, None if share is None else float(share))
+    percepts = int(captions.get("percepts") or 0)
+    return CaptionBatches(dataset, size, seed, None if share is None else float(share), percepts)
 
 
 def run_local(cfg: Any) -> list[float]:

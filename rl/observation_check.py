@@ -28,9 +28,14 @@ VISUAL = ("get_frames", "get_clip")
 
 def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> dict[str, Any]:
     """Counts and rates of true frame claims in ``run_dir/trajectories.jsonl``, over the turns that
-    follow a served visual percept (a frame claim names its first frame's time)."""
+    follow a served visual percept (a frame claim names its first frame's time); and, the other
+    way round, how many served frames the Observation names at their served time (``frames_named``)
+    and how many served frames that show an event it reports an event of that kind on
+    (``event_recall``)."""
     hue = [0, 0]  # claims, true
     event = [0, 0]
+    served = [0, 0]  # frames served, named at their time
+    recall = [0, 0]  # served frames showing an event, reported
     turns = 0
     worlds: dict[str, SynthWorld] = {}  # a run has many tasks per video: read each sidecar once
     for traj in load_trajectories(Path(run_dir) / "trajectories.jsonl"):
@@ -42,9 +47,8 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
             if prev.error or prev.action_type not in VISUAL or not turn.observation:
                 continue
             turns += 1
-            for claim in parse_observation(turn.observation):
-                if claim.kind != "frames":
-                    continue
+            claims = [c for c in parse_observation(turn.observation) if c.kind == "frames"]
+            for claim in claims:
                 truth = world.frame(claim.first)
                 for item in claim.items:
                     if item.kind == "background":
@@ -53,13 +57,29 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
                     else:
                         event[0] += 1
                         event[1] += any(t.kind == item.kind for t in truth)
+            for t in prev.timestamps:
+                named = [c for c in claims if c.first - 1e-6 <= t <= c.last + 1e-6]
+                served[0] += 1
+                served[1] += bool(named)
+                shown = {i.kind for i in world.frame(t) if i.kind != "background"}
+                if shown:
+                    recall[0] += 1
+                    recall[1] += any(i.kind in shown for c in named for i in c.items)
     return {
         "turns": turns,
         "hue_claims": hue[0],
-        "hue_true": round(hue[1] / hue[0], 3) if hue[0] else None,
+        "hue_true": _rate(hue),
         "event_claims": event[0],
-        "event_true": round(event[1] / event[0], 3) if event[0] else None,
+        "event_true": _rate(event),
+        "frames_served": served[0],
+        "frames_named": _rate(served),
+        "event_frames": recall[0],
+        "event_recall": _rate(recall),
     }
+
+
+def _rate(pair: list[int]) -> float | None:
+    return round(pair[1] / pair[0], 3) if pair[0] else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,8 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    agent can take in (``--max-frames 8 --max-clip-s 10 --max-audio-s 30``; eval uses the same).
    ``--error-rate``/``--look-error-rate``: the teacher sometimes answers in another task's format
    or swaps a look's start and end, and the next turn recovers (the agent's own commonest failure
-   was never recovering from a rejected answer); ``--min-turns``: the low end of the budget K.
+   was never recovering from a rejected answer); ``--min-turns``: the low end of the budget K;
+   ``--per-frame 1``: Observations of a frame look in one sentence per frame, not per run.
 3. ``export``: one SFT row per turn (``rl.sft_export``), the teacher's scripted mistakes excepted.
 4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
@@ -297,6 +298,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *(f"+env.limits.{k}={v}" for k, v in limit_overrides(args).items()),
         *([f"+teacher.kwargs.error_rate={args.error_rate}"] if args.error_rate else []),
         *([f"+teacher.kwargs.look_error_rate={args.look_error_rate}"] if args.look_error_rate else []),
+        *(["+teacher.kwargs.per_frame=true"] if args.per_frame else []),
     ]  # fmt: skip
 
 
@@ -334,12 +336,14 @@ def sft_command(args: argparse.Namespace) -> list[str]:
 def events_command(args: argparse.Namespace) -> list[str]:
     """Phase 2 (``--event-steps N``): N more full-context steps from ``OUT/agent_sft`` at a constant
     ``--event-lr``, each followed by a caption batch in which ``--event-share`` of the frames show an
-    event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds.
-    Another seed than phase 1's, so it sees the turns in another order."""
+    event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds;
+    with ``--event-percepts N``, each batch also holds N whole served runs of frames, captioned with
+    the text of their Observation (which of the frames shows the event). Another seed than phase 1's, so it sees the turns in another order."""
     return [
         *_train_sft(args, args.out / "agent_sft", "sft_events", args.event_steps, args.event_lr,
                     args.out / "agent", args.seed + 1, args.caption_batch or 16, log_every=50),
         f"omni_sft.local.captions.event_share={args.event_share}",
+        f"omni_sft.local.captions.percepts={args.event_percepts}",
     ]  # fmt: skip
 
 
@@ -398,6 +402,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "teacher's chance of first answering in a wrong format (recovered; not a target)",
     ),
     ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
+    ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
@@ -408,6 +413,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--event-steps", int, 1000, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
     ("--event-lr", float, 1e-3, "phase 2 learning rate (constant)"),
     ("--event-share", float, 0.5, "phase 2: share of caption frames showing an event"),
+    (
+        "--event-percepts",
+        int,
+        0,
+        "phase 2: whole served runs of frames captioned per batch (rl/frame_captions.py)",
+    ),
     ("--save-every", int, 100, "steps between resumable checkpoints"),
     ("--seed", int, 0, "synthesis, build and SFT seed"),
     ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),

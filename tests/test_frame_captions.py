@@ -14,11 +14,11 @@ import torch
 
 from envs.env import OmniVideoEnv
 from envs.synth import generate_benchmark
-from omniagent.backends.synth_world import SynthWorld, frame_sentences
+from omniagent.backends.synth_world import Percept, SynthWorld, describe, frame_sentences
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from rl import sft_export
-from rl.frame_captions import CaptionBatches, caption_chats
+from rl.frame_captions import CaptionBatches, caption_chats, percept_chats
 from rl.sft_step import collate, sft_loss
 
 
@@ -99,7 +99,7 @@ def test_batches_are_seeded_by_step_and_training_reads_the_image(dataset: Any) -
 
     model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(dataset.model_dir, dtype=torch.float32)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    held = collate([captions._item(i) for i in range(min(4, len(captions.chats)))], captions.pad_id)
+    held = collate([captions._item("frame", i) for i in range(min(4, len(captions.chats)))], captions.pad_id)
     with torch.no_grad():
         before = float(sft_loss(model.eval(), held)[0])
     model.train()
@@ -134,6 +134,46 @@ def test_event_share_oversamples_frames_that_show_an_event(dataset: Any) -> None
     assert only.picked(3) == CaptionBatches(dataset, batch_size=8, seed=2, event_share=1.0).picked(3)
 
 
+def test_percept_captions_are_the_served_frames_and_the_observations_frame_text(dataset: Any) -> None:
+    rows = [(str(dataset.row(i)["media_path"]), dataset.messages(i)) for i in range(len(dataset))]
+    chats = percept_chats(rows + rows)
+    runs = set()
+    for media, messages in rows:
+        parts = messages[-2]["content"] if isinstance(messages[-2]["content"], list) else []
+        times = tuple(float(p["timestamp"]) for p in parts if p.get("type") == "image")
+        if len(times) >= 2:
+            runs.add((media, times))
+    assert chats and len(chats) == len(runs)  # one per distinct served run of frames
+    world = SynthWorld.for_media(rows[0][0])
+    for chat in chats:
+        prompt, target = chat[0]["content"], chat[1]["content"][0]["text"]
+        times = [float(p["timestamp"]) for p in prompt if p["type"] == "image"]
+        assert target == describe(world, Percept("frames", times=times))
+        assert not any("[Turn" in p.get("text", "") for p in prompt)  # the turn notice is not a percept
+        assert any(p.get("text", "").strip() == f"Frame at {times[0]:.2f}s:" for p in prompt)
+    # The same text is what the teacher wrote in that turn's Observation.
+    for _media, messages in rows:
+        parts = messages[-2]["content"] if isinstance(messages[-2]["content"], list) else []
+        times = [float(p["timestamp"]) for p in parts if p.get("type") == "image"]
+        if len(times) >= 2 and not any(p.get("type") == "video" for p in parts):
+            observation = json.loads(messages[-1]["content"][0]["text"])["observation"]
+            assert observation == describe(world, Percept("frames", times=times))
+
+
+def test_percepts_join_each_batch_without_changing_its_single_frames(dataset: Any) -> None:
+    singles = CaptionBatches(dataset, batch_size=4, seed=1, event_share=0.5)
+    both = CaptionBatches(dataset, batch_size=4, seed=1, event_share=0.5, percepts=2)
+    assert both.whole and [singles.picked(s) for s in range(6)] == [both.picked(s) for s in range(6)]
+    assert both.picked_percepts(3) == both.picked_percepts(3) and len(both.picked_percepts(3)) == 2
+    batch = both.batch(3)
+    images = sum(
+        len([p for p in both.whole[i][0]["content"] if p["type"] == "image"]) for i in both.picked_percepts(3)
+    )
+    assert batch["input_ids"].shape[0] == 6 and int(batch["image_grid_thw"].shape[0]) == 4 + images
+    only = CaptionBatches(dataset, batch_size=4, seed=1, event_share=1.0, percepts=3)
+    assert all(i in only.whole_events for step in range(5) for i in only.picked_percepts(step))
+
+
 def test_media_without_a_synthetic_sidecar_fail_with_the_switch(dataset: Any, tmp_path: Path) -> None:
     class Other:
         pad_id = 0
@@ -160,6 +200,8 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     honest = claim_accuracy(teacher_run)
     assert honest["turns"] >= 2 and honest["hue_claims"] >= 2 and honest["hue_true"] == 1.0
     assert honest["event_true"] in (None, 1.0)
+    assert honest["frames_served"] >= 2 and honest["frames_named"] == 1.0  # every served frame, at its time
+    assert honest["event_frames"] >= 1 and honest["event_recall"] == 1.0  # the fixture zooms in on events
 
     hues = ("red", "green", "blue", "yellow", "cyan", "magenta")
     lines = []
@@ -178,6 +220,16 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     wrong = claim_accuracy(tmp_path, world_dir=teacher_run)
     assert wrong["hue_claims"] == honest["hue_claims"] and wrong["hue_true"] == 0.0
     assert wrong["event_claims"] >= wrong["hue_claims"] and wrong["event_true"] < 0.5
+    assert wrong["frames_named"] == 1.0 and wrong["event_recall"] == 1.0  # the right times and events, still
+
+    silent = [json.loads(line) for line in lines]
+    for row in silent:
+        for turn in row["turns"]:
+            turn["observation"] = "none" if turn.get("observation") else turn.get("observation")
+    (tmp_path / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in silent))
+    mute = claim_accuracy(tmp_path, world_dir=teacher_run)
+    assert mute["frames_served"] == honest["frames_served"] and mute["frames_named"] == 0.0
+    assert mute["event_recall"] == 0.0 and mute["hue_claims"] == 0 and mute["hue_true"] is None
     assert main([str(teacher_run)]) == 0
 
 
@@ -197,7 +249,7 @@ def test_a_resumed_run_with_captions_equals_an_uninterrupted_one(
                        "omni_sft.tiny.build=false", f"omni_sft.run_dir={run_dir}", f"omni_sft.local.steps={steps}",
                        "omni_sft.local.save_every=1", "omni_sft.local.repeat_batch=false",
                        f"omni_sft.local.save_dir={run_dir / 'final'}", "omni_sft.local.captions.batch_size=4",
-                       f"omni_sft.local.captions.event_share={share}"])  # fmt: skip
+                       f"omni_sft.local.captions.event_share={share}", "omni_sft.local.captions.percepts=2"])  # fmt: skip
         return launch(cfg)
 
     root = synth_parquet.parent

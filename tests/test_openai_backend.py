@@ -397,3 +397,15 @@ def test_constrained_sends_the_envs_turn_schema_and_answer_only_on_the_last_turn
         OpenAIPolicy(model="m", base_url=server.url, constrained=True).response_format()
     unconstrained = OpenAIPolicy(model="m", base_url=server.url)
     assert "response_format" not in unconstrained.request_body([])
+
+
+def test_agent_and_judge_take_the_key_by_one_rule(monkeypatch) -> None:
+    from omniagent.backends.openai_backend import api_key_or_env
+    from omniagent.eval.judges import OpenAIJudge
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert api_key_or_env(None) == "EMPTY" and api_key_or_env("sk-given") == "sk-given"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    assert api_key_or_env(None) == "sk-env" and api_key_or_env("sk-given") == "sk-given"
+    assert OpenAIJudge("http://127.0.0.1:9/v1", "m").client.api_key == "sk-env"
+    assert OpenAIJudge("http://127.0.0.1:9/v1", "m", api_key="sk-given").client.api_key == "sk-given"

@@ -195,3 +195,44 @@ def test_scripted_mistakes_are_marked_recovered_and_never_targets(bench: list[Ta
                 said = [m for m in json.loads(rows[-1]["messages"]) if m["role"] == "assistant"]
                 assert len(said) == len(traj.turns)  # every earlier turn, mistakes included, is context
     assert spoilt["answer_invalid"] > 0 and spoilt["time_reversed"] > 0
+
+
+def test_per_frame_looks_get_a_sentence_each_and_clips_a_sentence_per_run(bench: list[Task]) -> None:
+    from omniagent.backends.synth_world import Percept, describe, frame_sentences
+
+    world = SynthWorld.for_media(bench[0].media)
+    times = [0.0, 1.0, 2.0, 2.0, 3.0]  # a frame served twice (a window narrower than the frame rate)
+    grouped = describe(world, Percept("frames", times=times))
+    assert grouped == " ".join(frame_sentences(world, times))  # the default: a sentence per run
+    frames = parse_observation(describe(world, Percept("frames", times=times), per_frame=True))
+    assert [(c.first, c.last, c.count) for c in frames] == [
+        (0.0, 0.0, 1),
+        (1.0, 1.0, 1),
+        (2.0, 2.0, 2),
+        (3.0, 3.0, 1),
+    ]
+    for claim in frames:  # each sentence is what a single-frame caption of that frame says
+        assert [i.phrase() for i in claim.items] == [i.phrase() for i in world.frame(claim.first)]
+    clip = describe(world, Percept("clip", times=times, clip=(0.0, 3.0)), per_frame=True)
+    assert clip.startswith("Clip 0.00s-3.00s (5 frames, no sound). ")
+    assert clip.endswith(" ".join(frame_sentences(world, times)))  # alike frames of a clip share a sentence
+    assert len(frame_sentences(world, times)) <= len(frames)
+
+
+def test_a_per_frame_teacher_passes_the_audit_and_acts_as_the_default_one(bench: list[Task]) -> None:
+    from rl.audit_rules import RulesAuditor
+
+    task = next(t for t in bench if t.extra["template"] == "shape_tr")
+    runs, frames = (
+        run(task, 12, seed=2),
+        run_episode(
+            OmniVideoEnv(), make_policy("synth_teacher", seed=2, per_frame=True), task.env_options(12)
+        ),
+    )
+    assert [t.action for t in frames.turns] == [t.action for t in runs.turns]  # only the wording differs
+    looks = [t.observation for t in frames.turns[1:] if t.observation and t.observation.startswith("Frame")]
+    assert looks and all(obs.count("Frame") >= obs.count("Frames") for obs in looks)
+    assert sum(o.count("Frame ") for o in looks) > sum(
+        (t.observation or "").count("Frame ") for t in runs.turns
+    )  # more sentences, one per frame
+    assert RulesAuditor().audit(frames).passed(5)

@@ -155,6 +155,12 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     )
     assert "omni_sft.local.steps=7" in events and "omni_sft.local.captions.event_share=0.5" in events
     assert f"trainer.seed={args.seed + 1}" in events
+    assert "omni_sft.local.captions.percepts=0" in events  # the shipped agent's recipe: single frames
+    assert not any("percepts" in x for x in sft_command(args))  # phase 1 captions single frames only
+    assert not any("per_frame" in x for x in synth)  # the shipped agent's teacher observes runs
+    both = parse_args(["--out", str(tmp_path), "--event-percepts", "8", "--per-frame", "1"])
+    assert "omni_sft.local.captions.percepts=8" in events_command(both)
+    assert "+teacher.kwargs.per_frame=true" in synth_command(both)
 
 
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:

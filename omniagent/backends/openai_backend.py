@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
@@ -53,6 +54,12 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 ServerKind = Literal["auto", "vllm", "generic"]
 T = TypeVar("T")
 LIST_TIMEOUT = 10.0  # most seconds a /models request may take
+
+
+def api_key_or_env(key: str | None) -> str:
+    """The key given, else ``$OPENAI_API_KEY`` (the openai library's own variable), else ``EMPTY``
+    (what local vLLM and ``transformers serve`` accept): one rule for the agent and the judge."""
+    return key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
 
 class OpenAIParams(PolicyParams):

@@ -193,13 +193,14 @@ def percept_from_record(action: dict[str, Any] | None, timestamps: list[float], 
 # --------------------------------------------------------------------------------------------------
 
 
-def frame_sentences(world: SynthWorld, times: list[float]) -> list[str]:
-    """One sentence per run of consecutive frames that look the same."""
+def frame_sentences(world: SynthWorld, times: list[float], group: bool = True) -> list[str]:
+    """One sentence per run of consecutive frames that look the same (``group=False``: per frame, a
+    frame served twice at one time still one sentence, ``Frames 39.80s-39.80s (2)``)."""
     out: list[str] = []
     runs: list[tuple[list[float], str]] = []
     for t in times:
         content = ", ".join(item.phrase() for item in world.frame(t))
-        if runs and runs[-1][1] == content:
+        if runs and runs[-1][1] == content and (group or runs[-1][0][-1] == t):
             runs[-1][0].append(t)
         else:
             runs.append(([t], content))
@@ -215,8 +216,15 @@ def audio_sentence(world: SynthWorld, start: float, end: float) -> str:
     return f"Audio {start:.2f}s-{end:.2f}s: {body}."
 
 
-def describe(world: SynthWorld, percept: Percept) -> str:
-    """The Observation of a served percept: true to the world at the served times, nothing else."""
+def describe(world: SynthWorld, percept: Percept, per_frame: bool = False) -> str:
+    """The Observation of a served percept: true to the world at the served times, nothing else.
+
+    Frames are written one sentence per run of alike frames, or with ``per_frame`` one sentence per
+    frame a ``get_frames`` look served, in the order served (a clip's 2 fps frames stay grouped, or
+    its turn would outgrow the generation limit). Per frame, writing a sentence is copying one frame
+    label and reading the image after it, the task single-frame captions teach
+    (rl/frame_captions.py); by runs, the writer must also find where runs start and end and count
+    them (README, the tiny agent: what each does to the agent)."""
     if percept.kind == "none":
         return "none"
     if percept.kind == "error":
@@ -229,7 +237,7 @@ def describe(world: SynthWorld, percept: Percept) -> str:
             f"Clip {percept.clip[0]:.2f}s-{percept.clip[1]:.2f}s ({len(percept.times)} frames, {sound})."
         )
     if percept.times:
-        parts += frame_sentences(world, percept.times)
+        parts += frame_sentences(world, percept.times, group=not per_frame or percept.kind == "clip")
     if percept.span:
         parts.append(audio_sentence(world, *percept.span))
     return " ".join(parts)

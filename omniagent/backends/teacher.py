@@ -109,6 +109,10 @@ class SynthTeacherParams(PolicyParams):
     look_error_rate: float = Field(
         0.0, ge=0.0, le=1.0, description="the same for a look: its start and end swapped"
     )
+    per_frame: bool = Field(
+        False,
+        description="Observations of a get_frames look: one sentence per frame, not per run of alike frames",
+    )
 
 
 @register_policy("synth_teacher")
@@ -123,6 +127,7 @@ class SynthTeacherPolicy(Policy):
         self.seed = 0 if p.seed is None else int(p.seed)
         self.limits = p.limits
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
+        self.per_frame = bool(p.per_frame)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -158,7 +163,7 @@ class SynthTeacherPolicy(Policy):
         self.turn += 1
         percept = read_percept(messages[-1]["content"]) if self.turn > 1 else Percept("none")
         self.memory.add_percept(self.world, percept)
-        observation = describe(self.world, percept)
+        observation = describe(self.world, percept, per_frame=self.per_frame)
         action, thought = self._decide()
         if self.recovery:
             thought, self.recovery = f"{self.recovery} {thought}", ""

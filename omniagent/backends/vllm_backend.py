@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from envs.messages import SAMPLE_RATE, Message
+from omniagent.backends.constrained import ConstraintUnavailable, TurnSchemas
 from omniagent.backends.convert import plan_messages, render_prompt
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
 from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
@@ -99,6 +100,25 @@ class VLLMParams(PolicyParams):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="passed to vllm.LLM")
     dtype: str = Field("auto", description="passed to vllm.LLM")
     engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="anything else for vllm.LLM")
+    constrained: bool = Field(
+        False,
+        description="decode every turn under the environment's JSON schema of a valid turn (vLLM "
+        "structured outputs); the last turn of the budget may only answer",
+    )
+
+
+def structured_output_kwargs(vllm: Any, schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``SamplingParams`` keyword that constrains one request to ``schema``, in the API of the
+    vLLM installed: ``structured_outputs=StructuredOutputsParams(json=...)`` from 0.12 on (where
+    the older field was removed), ``guided_decoding=GuidedDecodingParams(json=...)`` before."""
+    module = getattr(vllm, "sampling_params", None)
+    if (cls := getattr(module, "StructuredOutputsParams", None)) is not None:
+        return {"structured_outputs": cls(json=schema)}
+    if (cls := getattr(module, "GuidedDecodingParams", None)) is not None:
+        return {"guided_decoding": cls(json=schema)}
+    raise ConstraintUnavailable(
+        "this vLLM has neither StructuredOutputsParams nor GuidedDecodingParams; set constrained=false"
+    )
 
 
 @register_policy("vllm")
@@ -133,7 +153,14 @@ class VLLMPolicy(Policy):
             engine["max_model_len"] = p.max_model_len
         engine.update(p.engine_kwargs)
         self._vllm = vllm
+        self.episode = TurnSchemas() if p.constrained else None
+        if self.episode is not None:
+            structured_output_kwargs(vllm, {"type": "object"})  # fail now, not on the first turn
         self.llm = vllm.LLM(**engine)
+
+    def reset(self, info: dict[str, Any]) -> None:
+        if self.episode is not None:
+            self.episode.reset(info)
 
     def act(self, messages: list[Message]) -> TurnOutput:
         start = time.perf_counter()
@@ -143,12 +170,17 @@ class VLLMPolicy(Policy):
             use_audio_in_video=self.use_audio_in_video,
             mm_processor_kwargs=self.mm_processor_kwargs,
         )
+        constraint: dict[str, Any] = {}
+        if self.episode is not None:  # the last turn of the budget decodes under the answer-only schema
+            constraint = structured_output_kwargs(self._vllm, self.episode.current())
+            self.episode.advance()
         params = self._vllm.SamplingParams(
             temperature=self.temperature,
             top_p=self.top_p,
             max_tokens=self.max_new_tokens,
             logprobs=self.logprobs,
             seed=self.seed if self.temperature > 0 else None,
+            **constraint,
         )
         result = self.llm.generate([request], sampling_params=params, use_tqdm=False)[0]
         completion = result.outputs[0]

@@ -6,7 +6,6 @@ because the judge was down."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -54,10 +53,12 @@ class OpenAIJudge:
     ) -> None:
         import openai
 
+        from omniagent.backends.openai_backend import api_key_or_env
+
         self.base_url, self.model = base_url, model
         self.client = openai.OpenAI(
             base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
+            api_key=api_key_or_env(api_key),
             timeout=timeout,
             max_retries=max_retries,
         )
