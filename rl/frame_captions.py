@@ -11,8 +11,8 @@ writes inside its Observations, what it learns there is used in the full context
 
 Whole-percept captions (``percepts`` > 0) do the same for a served run of frames: the prompt is the
 environment's percept as served (header, frame labels, images), the target the Observation the
-teacher wrote of it. They train what single frames cannot: telling
-which of eight frames shows the event, as the agent must in its Observations.
+teacher wrote of it. They train what single frames cannot: telling which of eight frames shows the
+event, as the agent must in its Observations.
 
 Captions need ground truth, so they come only from media built by ``python -m envs.synth`` (a
 ``.meta.json`` sidecar); rows of other media are skipped.
@@ -25,6 +25,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from envs.messages import message_text
 from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
 from rl.sft_step import collate
 
@@ -89,10 +90,8 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
 
 def _observation(turn: dict[str, Any]) -> str | None:
     """The Observation of an exported teacher turn (None when the turn is not a parseable JSON turn)."""
-    content = turn.get("content")
-    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
     try:
-        observation = json.loads(text).get("observation")
+        observation = json.loads(message_text(turn)).get("observation")
     except (ValueError, AttributeError):
         return None
     return observation if isinstance(observation, str) else None

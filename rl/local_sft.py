@@ -63,6 +63,8 @@ class _ItemCache:
 
 def _fingerprint(cfg: Any) -> dict[str, Any]:
     local = cfg.omni_sft.local
+    captions = local.get("captions") or {}
+    percepts = int(captions.get("percepts") or 0)  # recorded only when on: older checkpoints still resume
     files = cfg.data.train_files
     return {
         "train_files": [str(f) for f in files] if not isinstance(files, str) else [files],
@@ -72,11 +74,8 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "max_samples": int(local.get("max_samples") or -1),
         "model": str(cfg.model.path),
         "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
-        "captions": [
-            int((local.get("captions") or {}).get("batch_size") or 0),
-            (local.get("captions") or {}).get("event_share"),
-        ]
-        + ([percepts] if (percepts := int((local.get("captions") or {}).get("percepts") or 0)) else []),
+        "captions": [int(captions.get("batch_size") or 0), captions.get("event_share")]
+        + ([percepts] if percepts else []),
     }
 
 

@@ -338,7 +338,8 @@ def events_command(args: argparse.Namespace) -> list[str]:
     ``--event-lr``, each followed by a caption batch in which ``--event-share`` of the frames show an
     event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds;
     with ``--event-percepts N``, each batch also holds N whole served runs of frames, captioned with
-    the text of their Observation (which of the frames shows the event). Another seed than phase 1's, so it sees the turns in another order."""
+    the text of their Observation (which of the frames shows the event). Another seed than phase
+    1's, so it sees the turns in another order."""
     return [
         *_train_sft(args, args.out / "agent_sft", "sft_events", args.event_steps, args.event_lr,
                     args.out / "agent", args.seed + 1, args.caption_batch or 16, log_every=50),
