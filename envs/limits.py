@@ -43,6 +43,11 @@ class EnvLimits(BaseModel):
     max_turns: int = Field(
         16, ge=1, description="turn budget K when an episode does not set one (the last turn must answer)"
     )
+    max_answer_chars: int = Field(
+        1000,
+        ge=1,
+        description="characters in a free-form (ff) answer; a longer one is rejected, and the turn schema caps it",
+    )
     strict_format: bool = Field(
         True,
         description="reject JSON wrapped in a ``` code fence instead of unwrapping it",

@@ -33,13 +33,17 @@ SCORERS: Registry[type[Scorer]] = Registry("task type")
 register_scorer = SCORERS.register
 
 
-def get_scorer(task_type: str) -> Scorer:
-    """A fresh scorer for a task type (an unknown type raises, listing the known ones)."""
-    return SCORERS[task_type]()
+def get_scorer(task_type: str, max_answer_chars: int | None = None) -> Scorer:
+    """A fresh scorer for a task type (an unknown type raises, listing the known ones).
+    ``max_answer_chars`` caps a free-form answer (``EnvLimits.max_answer_chars``; ``None``: no cap)."""
+    return SCORERS[task_type](max_answer_chars)
 
 
 class Scorer:
     format_hint = ""  # the answer format, stated in the system prompt
+
+    def __init__(self, max_answer_chars: int | None = None) -> None:
+        self.max_answer_chars = max_answer_chars  # read by the free-form scorer only
 
     def parse(self, content: Any, choices: list[str] | None = None) -> Any:
         return content
@@ -214,10 +218,15 @@ class FreeFormScorer(Scorer):
         text = content if isinstance(content, str) else json.dumps(content)
         if not text.strip():
             raise AnswerFormatError("the answer is empty")
+        cap = self.max_answer_chars
+        if cap is not None and len(text) > cap:
+            raise AnswerFormatError(f"the answer is {len(text)} characters long; give at most {cap}")
         return text
 
     def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
-        return {"type": "string", "minLength": 1}
+        # the same cap as parse: without it a small model can fill its token limit inside the string
+        cap = {} if self.max_answer_chars is None else {"maxLength": self.max_answer_chars}
+        return {"type": "string", "minLength": 1, **cap}
 
     def score(
         self, prediction: str, truth: Any, judge: Judge | None = None, question: str = "", **context: Any

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from envs.prompts import available_actions
-from envs.scoring import SCORERS
+from envs.scoring import get_scorer
 
 if TYPE_CHECKING:
     from envs.limits import EnvLimits
@@ -46,7 +46,7 @@ def action_schemas(
         "get_clip": span,
     }
     out = [_object({"type": {"const": a}, **shapes[a]}) for a in available_actions(media)]
-    content = SCORERS[task_type]().content_schema(choices, media.duration)
+    content = get_scorer(task_type, limits.max_answer_chars).content_schema(choices, media.duration)
     out.append(_object({"type": {"const": "answer"}, "content": content}))
     return out
 

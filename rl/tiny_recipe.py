@@ -124,8 +124,14 @@ def limit_overrides(args: argparse.Namespace) -> dict[str, float]:
     """The environment caps used for synthesis AND evaluation, sized to what the tiny agent can take in:
     its processor hears only the first 30 s of audio, and every served frame becomes a line of the
     teacher's Observation, so wide looks make turns longer than the agent can learn or generate.
-    The same caps in both stages keep the system prompt (which states them) identical."""
-    return {"max_frames": args.max_frames, "max_clip_s": args.max_clip_s, "max_audio_s": args.max_audio_s}
+    The same caps in both stages keep the system prompt (which states them) identical. The free-form
+    answer cap is not in the prompt; under constrained decoding it stops a runaway answer string."""
+    return {
+        "max_frames": args.max_frames,
+        "max_clip_s": args.max_clip_s,
+        "max_audio_s": args.max_audio_s,
+        "max_answer_chars": args.max_answer_chars,
+    }
 
 
 def turn_token_stats(parquet: Path, tokenizer_dir: Path, max_new_tokens: int) -> dict[str, Any]:
@@ -426,6 +432,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--max-frames", int, 8, "frames per look, synthesis and eval"),
     ("--max-clip-s", float, 10.0, "seconds per clip, synthesis and eval"),
     ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
+    ("--max-answer-chars", int, 40, "characters in a free-form answer (synthetic ff answers are one word)"),
     ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
     (
         "--constrained",

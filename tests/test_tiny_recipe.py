@@ -103,10 +103,11 @@ def test_synthesis_and_eval_share_caps_the_agent_can_take_in(tmp_path: Path) -> 
     evals = [
         x for x in _eval_cmd(args, tmp_path / "t.jsonl", tmp_path / "run", "uniform", {}) if ".limits." in x
     ]
-    assert len(synth) == 3 and [x.replace("+env.", "") for x in synth] == [
+    assert len(synth) == 4 and [x.replace("+env.", "") for x in synth] == [
         x.replace("benchmark.", "") for x in evals
     ]
     assert f"+env.limits.max_audio_s={args.max_audio_s}" in synth
+    assert f"+env.limits.max_answer_chars={args.max_answer_chars}" in synth  # one-word ff answers
 
 
 def test_scaling_runs_the_agent_on_the_held_out_set_and_ship_only_when_asked(tmp_path: Path) -> None:

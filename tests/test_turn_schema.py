@@ -107,3 +107,35 @@ def test_schema_offers_only_the_actions_the_media_has(compiler, audio_path, sile
     silent = reset(silent_video_path, "num", 3)["turn_schema"]
     assert accepts(compiler, silent, turn(LOOK))
     assert not accepts(compiler, silent, turn({"type": "get_audio", "start": 0, "end": 2}))
+
+
+def test_a_free_form_answer_is_capped_alike_by_the_schema_and_the_env(compiler, video_path) -> None:
+    """``max_answer_chars``: the schema refuses one character more, so a constrained decoder must close
+    the string there (a small model otherwise ran to its token limit inside it), and the environment
+    rejects the same answer, naming the cap, when a free decoder writes it."""
+    from envs.scoring import get_scorer
+
+    options = {
+        "media": str(video_path),
+        "question": "q?",
+        "task_type": "ff",
+        "answer": "fish",
+        "max_turns": 4,
+    }
+    env = OmniVideoEnv(limits={"max_answer_chars": 8})
+    try:
+        _, info = env.reset(options=options)
+        for schema in (info["turn_schema"], info["final_turn_schema"]):
+            assert accepts(compiler, schema, turn({"type": "answer", "content": "a" * 8}))
+            assert not accepts(compiler, schema, turn({"type": "answer", "content": "a" * 9}))
+        _, reward, terminated, _, step = env.step(json.dumps(turn({"type": "answer", "content": "a" * 9})))
+        assert (terminated, reward, step["error"]) == (False, 0.0, "answer_invalid")
+        assert "9 characters long; give at most 8" in step["error_message"]
+        _, _, terminated, _, step = env.step(json.dumps(turn({"type": "answer", "content": "fish"})))
+        assert terminated and step["answer"] == "fish"
+    finally:
+        env.close()
+    # uncapped scorers (the SFT filters' re-scoring) and the default limit accept a long answer
+    assert get_scorer("ff").parse("word " * 300) == "word " * 300
+    schema = reset(video_path, "ff", "fish")["turn_schema"]
+    assert accepts(compiler, schema, turn({"type": "answer", "content": "a" * 900}))
