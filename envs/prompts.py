@@ -87,6 +87,11 @@ def turn_notice(turn: int, max_turns: int) -> str:
     return f"[Turn {turn} of {max_turns}; {left} more after this one.]"
 
 
+def is_turn_notice(text: str) -> bool:
+    """Whether a text part is a :func:`turn_notice` (readers that drop it must not guess its form)."""
+    return text.lstrip().startswith("[Turn ")
+
+
 def fmt_times(times: list[float]) -> str:
     return "[" + ", ".join(f"{t:.2f}s" for t in times) + "]"
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envs.messages import message_text
+from envs.prompts import is_turn_notice
 from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
 from rl.sft_step import collate
 
@@ -79,11 +80,7 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
         if observation is None:
             continue
         seen.add((media, times))
-        prompt = [
-            p
-            for p in parts
-            if not (p.get("type") == "text" and p.get("text", "").lstrip().startswith("[Turn"))
-        ]
+        prompt = [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
         chats.append(_chat(prompt, observation))
     return chats
 

@@ -15,6 +15,7 @@ from gymnasium.utils.env_checker import check_env
 from media_factory import read_barcode, tone_energy
 
 import envs
+from envs import prompts
 from envs.env import OmniVideoEnv
 from envs.errors import MediaError
 from envs.messages import count_media_parts, media_messages, message_text
@@ -71,6 +72,8 @@ def test_reset_builds_system_and_question(env: OmniVideoEnv) -> None:
     assert "duration 20.00 s" in question and "10 fps" in question and "has audio" in question
     assert "A. red" in question and "C. blue" in question and "Turn 1 of 8" in question
     assert info["media"]["has_audio"] and info["max_turns"] == 8 and info["task"]["answer"] == "B"
+    notice = obs[1]["content"][-1]["text"]  # the turn notice is the message's own last text part
+    assert prompts.is_turn_notice(notice) and not prompts.is_turn_notice(obs[1]["content"][0]["text"])
 
 
 def test_frames_percept_labels_each_frame_with_its_time(env: OmniVideoEnv) -> None:
