@@ -20,11 +20,11 @@ Captions need ground truth, so they come only from media built by ``python -m en
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from typing import Any
 
+from envs.actions import FormatError, parse_turn
 from envs.messages import message_text
 from envs.prompts import is_turn_notice
 from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
@@ -86,12 +86,9 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
 
 
 def _observation(turn: dict[str, Any]) -> str | None:
-    """The Observation of an exported teacher turn (None when the turn is not a parseable JSON turn)."""
-    try:
-        observation = json.loads(message_text(turn)).get("observation")
-    except (ValueError, AttributeError):
-        return None
-    return observation if isinstance(observation, str) else None
+    """The Observation of an exported teacher turn (None when the environment's parser rejects it)."""
+    parsed = parse_turn(message_text(turn))
+    return None if isinstance(parsed, FormatError) else parsed.observation
 
 
 def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[str, Any]]]:
