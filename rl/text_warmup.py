@@ -8,6 +8,13 @@ shipped agent: this warm-up, then 2500 full-context steps). A short sample is ~3
 same CPU time trains on several times more targets, in batches; number copying (question time ->
 action, percept header -> Observation) is learned there first, and the full-context SFT that
 follows trains the same turns as the model sees them. The prompt uses the chat format of the model's template (``<|im_start|>role ...``).
+
+``observation_loss=False``: the teacher's Observation is given, not trained. A text-only sample has
+no media, so its Observation cannot be predicted from it; trained anyway, it teaches the agent to
+write what a percept usually shows (the held-out Observations of the per-frame agent repeat training
+events that were not served). Without it, the warm-up trains the Thought and Action on the
+Observation they follow: carrying a seen value into the plan and the answer, which the full-context
+SFT, where the Observation must come from the media, then builds on.
 """
 
 from __future__ import annotations
@@ -24,11 +31,40 @@ import torch
 from envs.messages import message_text
 from rl.sft_step import optimizer_step
 
+OBSERVATION_PREFIX = '{"observation": '  # a reply in the turn schema's key order opens with it
+THOUGHT_KEY = '"thought":'
 
-def short_turns(parquet_files: Sequence[str | Path], tokenizer: Any) -> list[tuple[list[int], list[int]]]:
+
+def observation_end(reply: str) -> int:
+    """Characters of ``reply`` up to its Thought when it opens with an Observation (the schema's key
+    order), else 0: the part a text-only sample gives rather than trains."""
+    if not reply.startswith(OBSERVATION_PREFIX):
+        return 0
+    try:
+        end = json.JSONDecoder().raw_decode(reply, len(OBSERVATION_PREFIX))[1]
+    except json.JSONDecodeError:
+        return 0
+    rest = reply[end:]
+    gap = len(rest) - len(rest.lstrip(", "))
+    return end + gap if rest[gap:].startswith(THOUGHT_KEY) else 0
+
+
+def _split_target(tokenizer: Any, reply: str, observation_loss: bool) -> tuple[list[int], list[int]]:
+    """The reply's token ids as (given, trained): given is its Observation when that is not trained."""
+    enc = tokenizer(reply + "<|im_end|>", add_special_tokens=False, return_offsets_mapping=True)
+    ids, cut = list(enc["input_ids"]), 0
+    if not observation_loss and (end := observation_end(reply)):
+        cut = sum(1 for _, stop in enc["offset_mapping"] if stop <= end)
+    return ids[:cut], ids[cut:]
+
+
+def short_turns(
+    parquet_files: Sequence[str | Path], tokenizer: Any, observation_loss: bool = True
+) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, target ids) per exported SFT row: the task message (question, options) and the
     turn's latest user message (percept header or error, turn counter) as one user message, then
-    the teacher's reply closed by ``<|im_end|>``."""
+    the teacher's reply closed by ``<|im_end|>``; without ``observation_loss`` the reply's Observation
+    ends the prompt and the target starts at its Thought."""
     import pyarrow.parquet as pq
 
     out = []
@@ -41,10 +77,8 @@ def short_turns(parquet_files: Sequence[str | Path], tokenizer: Any) -> list[tup
             latest = message_text(messages[-2])
             prompt = f"<|im_start|>user\n{task}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
             ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            target = tokenizer(message_text(messages[-1]) + "<|im_end|>", add_special_tokens=False)[
-                "input_ids"
-            ]
-            out.append((list(ids), list(target)))
+            given, target = _split_target(tokenizer, message_text(messages[-1]), observation_loss)
+            out.append((list(ids) + given, target))
     return out
 
 
@@ -72,10 +106,11 @@ def run_text_warmup(
     seed: int,
     clip: float = 1.0,
     log_every: int = 0,
+    observation_loss: bool = True,
 ) -> list[float]:
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer, constant ``lr``);
     returns the loss before each step."""
-    samples = short_turns(parquet_files, tokenizer)
+    samples = short_turns(parquet_files, tokenizer, observation_loss)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

@@ -336,6 +336,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.warmup_steps={args.warmup_steps}",
         "omni_sft.local.cosine=true", f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
+        f"omni_sft.local.text_warmup.observation_loss={bool(args.warmup_observation_loss)}",
     ]  # fmt: skip
 
 
@@ -412,6 +413,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
+    (
+        "--warmup-observation-loss",
+        int,
+        1,
+        "1: the text warm-up trains the Observation too; 0: gives it, trains Thought and Action",
+    ),
     ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
     ("--caption-batch", int, 16, "single-frame captions after every SFT step (rl/frame_captions.py; 0: off)"),
     ("--batch-size", int, 1, "full-context SFT batch size"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rl.text_warmup import collate_text, run_text_warmup, short_turns
+from rl.text_warmup import collate_text, observation_end, run_text_warmup, short_turns
 
 SYSTEM = "You answer a question about a long video. " * 20
 TASK = "Media: duration 60.00 s.\nQuestion: Which digit is shown on screen at about 57 s?"
@@ -55,6 +55,36 @@ def test_a_short_turn_is_task_latest_message_and_target_only(tmp_path: Path, tin
     assert batch["loss_mask"][0].sum() == len(target) and batch["loss_mask"][1].sum() == 3
     assert batch["loss_mask"][0, : len(prompt)].sum() == 0
     assert batch["attention_mask"][1].sum() == 8
+
+
+def test_without_observation_loss_the_observation_is_given_and_the_thought_trained(
+    tmp_path: Path, tiny: tuple
+) -> None:
+    tok = tiny[1].tokenizer
+    [(prompt, target)] = short_turns([_parquet(tmp_path)], tok)
+    [(given, trained)] = short_turns([_parquet(tmp_path)], tok, observation_loss=False)
+    assert given + trained == prompt + target  # the same tokens; only the loss mask moves
+    assert tok.decode(given).endswith('{"observation": "Frames 56.40s-57.40s (3): the digit 7.",')
+    assert tok.decode(trained).strip() == TARGET[TARGET.index('"thought"') :] + "<|im_end|>"
+    assert collate_text([(given, trained)], pad_id=0)["loss_mask"].sum() == len(trained)
+
+
+@pytest.mark.parametrize(
+    ("reply", "given"),
+    [
+        (TARGET, TARGET[: TARGET.index('"thought"')]),
+        ('{"observation": "a \\"quoted\\", \\"thought\\": b", "thought": "t"}', None),
+        ('{"thought": "t", "observation": "o"}', ""),  # another key order: all of it is trained
+        ('{"observation": "unterminated', ""),
+        ('{"observation": "o", "action": {}}', ""),  # no Thought follows
+    ],
+)
+def test_observation_end_finds_where_the_thought_starts(reply: str, given: str | None) -> None:
+    end = observation_end(reply)
+    if given is None:  # an escaped quote or key inside the Observation does not end it
+        assert reply[end:].startswith('"thought": "t"') and end > reply.index('\\"thought')
+    else:
+        assert reply[:end] == given
 
 
 def test_warmup_lowers_the_target_loss(tmp_path: Path, tiny: tuple) -> None:

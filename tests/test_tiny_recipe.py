@@ -162,6 +162,9 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     both = parse_args(["--out", str(tmp_path), "--event-percepts", "8", "--per-frame", "1"])
     assert "omni_sft.local.captions.percepts=8" in events_command(both)
     assert "+teacher.kwargs.per_frame=true" in synth_command(both)
+    assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
+    given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
+    assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
 
 
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
