@@ -359,7 +359,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         return audio_parts(samples, start, end)
 
     def _clip(self, start: float, end: float, info: StepInfo) -> list[dict[str, Any]]:
-        check_length(start, end, self.limits.max_clip_s, "get_clip")
+        check_length(start, end, self.limits.max_clip_s, "get_clip", self.limits.min_clip_s)
         clip = self._source.clip(start, end, self.limits.clip_fps)
         times = [f.time for f in clip.frames]
         self.frames_used += len(times)

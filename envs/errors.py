@@ -48,6 +48,7 @@ class ErrorCode(StrEnum):
     NUM_INVALID = "num_invalid"
     SPAN_EMPTY = "span_empty"
     SPAN_TOO_LONG = "span_too_long"
+    SPAN_TOO_SHORT = "span_too_short"
     ANSWER_INVALID = "answer_invalid"
     # a valid request the media cannot serve (MediaReadError, shown to the model)
     NO_VIDEO = "no_video"

@@ -38,6 +38,12 @@ class EnvLimits(BaseModel):
         300.0, gt=0, description="seconds per get_audio call (Qwen2.5-Omni's audio encoder caps at 300 s)"
     )
     max_clip_s: float = Field(60.0, gt=0, description="seconds per get_clip call")
+    min_clip_s: float = Field(
+        0.1,
+        ge=0,
+        description="shortest get_clip span: a shorter clip carries too little sound to encode "
+        "(Qwen2.5-Omni's processor gives a 10 ms clip no audio token and the model fails)",
+    )
     clip_fps: float = Field(2.0, gt=0, description="frame rate of a get_clip call's frames")
     max_side: int = Field(448, ge=1, description="longer side of every served frame, in pixels")
     max_turns: int = Field(

@@ -38,10 +38,16 @@ def frame_count(num: int, cap: int, start: float, end: float) -> tuple[int, list
     return num, notes
 
 
-def check_length(start: float, end: float, cap: float, what: str) -> None:
-    """Audio and clip spans must be longer than zero and at most ``cap`` seconds."""
+def check_length(start: float, end: float, cap: float, what: str, floor: float = 0.0) -> None:
+    """Audio and clip spans must be longer than zero, at least ``floor`` and at most ``cap`` seconds."""
     if end - start <= 0:
         raise ActionRejected(ErrorCode.SPAN_EMPTY, f"the {what} span [{start:g}, {end:g}] has zero length.")
+    if end - start < floor - 1e-9:
+        raise ActionRejected(
+            ErrorCode.SPAN_TOO_SHORT,
+            f"a {what} must be at least {floor:g} s long (after trimming to the file); you asked for "
+            f"{end - start:.3f} s. For one instant use get_frames.",
+        )
     if end - start > cap + 1e-6:
         raise ActionRejected(
             ErrorCode.SPAN_TOO_LONG,

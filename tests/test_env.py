@@ -212,6 +212,10 @@ def test_span_caps_reject_and_num_cap_clamps(video_path: Path) -> None:
     assert info["error"] == "span_too_long" and "at most 5 s" in info["error_message"]
     _, _, _, _, info = e.step(turn({"type": "get_clip", "start": 0, "end": 3.5}))
     assert info["error"] == "span_too_long"
+    _, _, _, _, info = e.step(turn({"type": "get_clip", "start": 1.0, "end": 1.01}))
+    assert info["error"] == "span_too_short" and "at least 0.1 s" in info["error_message"]
+    _, _, _, _, info = e.step(turn({"type": "get_clip", "start": 1.0, "end": 1.1}))
+    assert info["error"] is None and info["timestamps"]
     obs, _, _, _, info = e.step(turn({"type": "get_frames", "start": -3, "end": 50, "num": 10**9}))
     assert info["error"] is None and len(info["timestamps"]) == 4
     assert any("lowered" in n for n in info["notes"]) and any("trimmed" in n for n in info["notes"])
