@@ -481,3 +481,34 @@ def test_transformers_policy_load_errors(tmp_path: Path) -> None:
         make_policy("transformers", model="/no/such/checkpoint")
     with pytest.raises(ValueError, match="temperature"):
         make_policy("transformers", model="tiny-random", temperature=-1)
+
+
+def test_a_context_the_model_cannot_take_is_a_policy_error_and_the_env_refuses_its_cause(
+    tiny_dir: Path, video_path: Path
+) -> None:
+    """A 10 ms clip gives Qwen2.5-Omni's processor no audio token and its forward pass fails. With the
+    environment's floor lifted (``min_clip_s=0``), the backend turns that failure into a PolicyError
+    (the episode loop records it and a batch moves on); with the default floor the env rejects the clip."""
+    import json
+
+    from envs.env import OmniVideoEnv
+    from omniagent.policy import PolicyError
+
+    policy = make_policy("transformers", model="tiny-random", tiny_dir=str(tiny_dir), max_new_tokens=4)
+    clip = json.dumps(
+        {"observation": "none", "thought": "t", "action": {"type": "get_clip", "start": 1.0, "end": 1.01}}
+    )
+    for floor, error in ((0.0, None), (None, "span_too_short")):
+        env = OmniVideoEnv(
+            media=str(video_path), question="q", task_type="num", answer=1,
+            limits={} if floor is None else {"min_clip_s": floor},
+        )  # fmt: skip
+        env.reset()
+        obs, _, _, _, info = env.step(clip)
+        assert info["error"] == error
+        if floor is None:
+            assert policy.act(obs).text is not None  # the error percept is an ordinary context
+        else:
+            with pytest.raises(PolicyError, match="failed on this context .* prompt tokens"):
+                policy.act(obs)
+        env.close()

@@ -24,7 +24,7 @@ from pydantic import Field
 
 from envs.messages import Message
 from omniagent.backends.convert import build_model_inputs
-from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
+from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 logger = logging.getLogger(__name__)
 
@@ -282,8 +282,13 @@ class TransformersPolicy(Policy):
         extra: dict[str, Any] = {}
         if self.grammar is not None:  # the processor masks logits; out.logits stay the model's own
             extra["logits_processor"] = [self.grammar.next_processor()]
-        with torch.inference_mode():
-            out = self.model.generate(**inputs, generation_config=self.generation_config, **extra)
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(**inputs, generation_config=self.generation_config, **extra)
+        except (RuntimeError, ValueError, IndexError) as exc:  # this context, not the run: record, move on
+            raise PolicyError(
+                f"the model failed on this context ({prompt_len} prompt tokens): {type(exc).__name__}: {exc}"
+            ) from exc
         new_ids = out.sequences[0, prompt_len:]
         steps = len(out.logits)
         logits = torch.stack([step[0] for step in out.logits])  # (steps, vocab)
