@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from envs.actions import FormatError, parse_turn
@@ -118,18 +119,71 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
     return chats
 
 
+VISUAL_EVENTS = ("shape", "digit", "word", "flash")
+
+
+def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[list[dict[str, Any]]]:
+    """Caption chats from a folder of synthetic videos that no SFT row comes from: ``per_event``
+    frames at random times inside every visual event, and as many frames at random times.
+
+    Why: the frames the teacher served on the training set hold few distinct events (16 videos,
+    28 digits), so captions of them are learnt by heart: on held-out frames the agent then names
+    the right kind of event but a digit no better than chance (README, "Reading needs many events").
+    A pool of cheap extra videos (``python -m envs.synth``; about 0.3 s each) shows each glyph,
+    colour and width many times. Frames are decoded through the environment's own media reader,
+    so they look exactly like served frames. Seeded: the same chats for the same folder and seed.
+    """
+    from envs.media import open_media
+
+    rng = random.Random(seed)
+    chats: list[list[dict[str, Any]]] = []
+    for path in sorted(Path(media_dir).glob("*.mp4")):
+        try:
+            world = SynthWorld.for_media(path)
+        except WorldError:
+            continue
+        events = [e for e in world.events if e["kind"] in VISUAL_EVENTS]
+        times = [rng.uniform(e["start"], e["end"]) for e in events for _ in range(per_event)]
+        times += [rng.uniform(0.0, world.duration) for _ in range(len(times))]
+        source = open_media(path)
+        try:
+            for t in times:
+                frame = source.frames(t, t, 1)[0]
+                label = round(frame.time, 2)
+                prompt = [
+                    {"type": "text", "text": f"Frame at {label:.2f}s:"},
+                    {"type": "image", "image": frame.image, "timestamp": label},
+                ]
+                chats.append(_chat(prompt, frame_sentences(world, [frame.time])[0]))
+        finally:
+            source.close()
+    if not chats:
+        raise ValueError(
+            f"caption pool {media_dir}: no synthetic video with a sidecar (python -m envs.synth)"
+        )
+    return chats
+
+
 class CaptionBatches:
     """Seeded caption batches for a run: ``batch(step)`` is a function of the seed and the step, so
     a resumed run trains on the batches an uninterrupted one would have. Each batch holds
-    ``batch_size`` single frames and, with ``percepts`` > 0, that many whole served percepts."""
+    ``batch_size`` single frames and, with ``percepts`` > 0, that many whole served percepts.
+    ``pool``: a folder of extra synthetic videos whose frames join the single frames
+    (:func:`pool_chats`)."""
 
     def __init__(
-        self, dataset: Any, batch_size: int, seed: int, event_share: float | None = None, percepts: int = 0
+        self,
+        dataset: Any,
+        batch_size: int,
+        seed: int,
+        event_share: float | None = None,
+        percepts: int = 0,
+        pool: str | Path | None = None,
     ) -> None:
         rows = [
             (str(dataset.row(i).get("media_path") or ""), dataset.messages(i)) for i in range(len(dataset))
         ]
-        self.chats = caption_chats(rows)
+        self.chats = caption_chats(rows) + (pool_chats(pool, seed) if pool else [])
         self.whole = percept_chats(rows) if percepts > 0 else []
         if not self.chats or (percepts > 0 and not self.whole):
             raise ValueError(

@@ -75,7 +75,8 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "model": str(cfg.model.path),
         "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
         "captions": [int(captions.get("batch_size") or 0), captions.get("event_share")]
-        + ([percepts] if percepts else []),
+        + ([percepts] if percepts else [])
+        + ([str(captions.pool)] if captions.get("pool") else []),  # likewise
     }
 
 
@@ -123,7 +124,10 @@ def _caption_batches(dataset: Any, local: Any, seed: int) -> Any:
 
     share = captions.get("event_share")
     percepts = int(captions.get("percepts") or 0)
-    return CaptionBatches(dataset, size, seed, None if share is None else float(share), percepts)
+    pool = captions.get("pool")
+    return CaptionBatches(
+        dataset, size, seed, None if share is None else float(share), percepts, pool or None
+    )
 
 
 def run_local(cfg: Any) -> list[float]:

@@ -39,6 +39,8 @@ class AgentSize(BaseModel):
     num_key_value_heads: int = Field(2, description="key/value heads")
     intermediate_size: int = Field(256, description="MLP width")
     vocab_size: int = Field(AGENT_VOCAB, description="BPE symbols trained on the corpus")
+    vision_hidden_size: int = Field(32, description="vision encoder width (heads of 32; MLP twice as wide)")
+    vision_depth: int = Field(2, description="vision encoder layers (the last attends the whole frame)")
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -85,7 +87,16 @@ def _thinker_config(tokenizer: Any, seed: int, size: AgentSize) -> Any:
     )
     base["text_config"] = text
     base["audio_config"]["output_dim"] = size.hidden_size
-    base["vision_config"]["out_hidden_size"] = size.hidden_size
+    vision = base["vision_config"]
+    vision["out_hidden_size"] = size.hidden_size
+    if (size.vision_hidden_size, size.vision_depth) != (vision["hidden_size"], vision["depth"]):
+        vision.update(
+            hidden_size=size.vision_hidden_size,
+            intermediate_size=2 * size.vision_hidden_size,
+            num_heads=max(2, size.vision_hidden_size // 32),
+            depth=size.vision_depth,
+            fullatt_block_indexes=[size.vision_depth - 1],
+        )
     base["initializer_range"] = 0.02  # a model to train, not a noise generator with peaked outputs
     for key in ("model_type", "transformers_version", "architectures"):
         base.pop(key, None)

@@ -7,7 +7,9 @@ Why one command: a training framework is judged by whether a run produces an age
 better, and the claim must be reproducible end to end on a 2-core CPU. Stages (each skipped when
 its output exists, so a killed run continues; SFT itself resumes from its last checkpoint):
 
-1. ``data``: a training synthetic set (``--train-seed``, split ``train``), envs.synth.
+1. ``data``: a training synthetic set (``--train-seed``, split ``train``), envs.synth; with
+   ``--caption-pool N``, also N extra 60 s videos (``OUT/caption_pool``) whose frames are captioned
+   alongside the served ones in both SFT phases (``rl.frame_captions.pool_chats``).
 2. ``synth``: best-of-N offline teacher trajectories (``synth_teacher``), kept only when the answer
    is right and the rule auditor passes every turn (``rl/synthesize.py``), under the caps the tiny
    agent can take in (``--max-frames 8 --max-clip-s 10 --max-audio-s 30``; eval uses the same).
@@ -16,24 +18,28 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    was never recovering from a rejected answer); ``--min-turns``: the low end of the budget K;
    ``--per-frame 1``: Observations of a frame look in one sentence per frame, not per run.
 3. ``export``: one SFT row per turn (``rl.sft_export``), the teacher's scripted mistakes excepted.
-4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts);
+4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts;
+   ``--vision-width``/``--vision-depth`` size its vision encoder);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
-5. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
+5. ``read`` (with ``--read-steps N``): N steps of single-frame captions alone from the untrained
+   agent, the served frames and the pool's, into ``OUT/init_read`` (``rl.reading_probe``; its
+   reading of held-out frames in ``OUT/reading.json``): where it learns to read values.
+6. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
    the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
    followed, with ``--caption-batch N``, by a batch of N single-frame captions
    (``rl/frame_captions.py``: where it learns to read a frame; README Train says why).
    With ``--event-steps`` the folder is ``OUT/agent_sft``, and
-6. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
+7. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
    in which ``--event-share`` of the frames show an event (shape, digit, word, flash), into ``OUT/agent``.
-7. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
+8. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
-8. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+9. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
-9. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
-10. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
+10. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+11. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
    of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
 
@@ -50,9 +56,10 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from envs.messages import message_text
+from rl.synth_sets import blank_media, make_caption_pool, make_synth_set
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "synth", "export", "build", "sft", "events", "probe", "eval", "scaling", "ship")
+STAGES = ("data", "synth", "export", "build", "read", "sft", "events", "probe", "eval", "scaling", "ship")
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
 
@@ -67,36 +74,6 @@ def _run(cmd: list[str], log: Path) -> None:
         code = subprocess.run(cmd, cwd=str(REPO), stdout=fh, stderr=subprocess.STDOUT).returncode
     if code != 0:
         raise SystemExit(f"stage failed (exit {code}): {' '.join(cmd)}; see {log}")
-
-
-def make_synth_set(out: Path, seed: int, n_videos: int, durations: list[float], split: str) -> Path:
-    from envs.synth import generate_benchmark
-
-    generate_benchmark(out, seed=seed, n_videos=n_videos, durations=durations, split=split)
-    return out / "tasks.jsonl"
-
-
-def blank_media(tasks_file: Path, out: Path) -> Path:
-    """Copies of every task's media with black frames and digital silence (same streams, durations
-    and timestamps), and a tasks file with the same ids pointing at them: the "blind" control."""
-    out.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(line) for line in tasks_file.read_text().splitlines() if line.strip()]
-    done: dict[str, str] = {}
-    for row in rows:
-        src = Path(row["media"]) if Path(row["media"]).is_absolute() else tasks_file.parent / row["media"]
-        if str(src) not in done:
-            dst = out / src.name
-            if not dst.exists():
-                tmp = dst.with_name(".tmp-" + dst.name)
-                subprocess.run(
-                    ["ffmpeg", "-y", "-v", "error", "-i", str(src), "-map", "0",
-                     "-vf", "lutrgb=r=0:g=0:b=0", "-af", "volume=0", "-c:v", "libx264", "-c:a", "aac", str(tmp)],
-                    check=True,
-                )  # fmt: skip
-                tmp.rename(dst)
-            done[str(src)] = str(dst)
-        row["media"] = done[str(src)]
-    return write_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _eval_cmd(
@@ -324,6 +301,27 @@ def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, 
         f"omni_sft.local.lr={lr}", "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
         f"omni_sft.local.log_every={log_every}", f"omni_sft.local.save_dir={save}", f"trainer.seed={seed}",
         f"omni_sft.local.captions.batch_size={captions}",
+        *([f"omni_sft.local.captions.pool={args.out / 'caption_pool'}"] if args.caption_pool and captions else []),
+    ]  # fmt: skip
+
+
+def sft_init(args: argparse.Namespace) -> Path:
+    """Phase 1 starts from the untrained agent, or with ``--read-steps`` from it after the read stage."""
+    return args.out / ("init_read" if args.read_steps else "init")
+
+
+def read_command(args: argparse.Namespace) -> list[str]:
+    """The read stage (``--read-steps N``): N steps of single-frame captions alone from the untrained
+    agent (``rl.reading_probe``: the served training frames and ``--caption-pool`` videos), into
+    ``OUT/init_read``, with its reading of the held-out videos' frames in ``OUT/reading.json``."""
+    if not args.caption_pool:
+        raise SystemExit("--read-steps needs --caption-pool: the served frames alone are learnt by heart")
+    return [
+        sys.executable, "-m", "rl.reading_probe", "--model", str(args.out / "init"),
+        "--train-data", str(args.out / "sft_data" / "train.parquet"), "--pool", str(args.out / "caption_pool"),
+        "--steps", str(args.read_steps), "--lr", str(args.lr), "--seed", str(args.seed),
+        "--event-share", str(args.event_share), "--eval-dir", str(args.out / "synth_eval"),
+        "--out", str(args.out / "reading.json"), "--save", str(args.out / "init_read"),
     ]  # fmt: skip
 
 
@@ -331,7 +329,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
     """Phase 1: the text warm-up, then full-context SFT from the untrained agent (with captions if asked),
     into :func:`phase1_dir`."""
     return [
-        *_train_sft(args, args.out / "init", "sft", args.steps, args.lr, phase1_dir(args), args.seed,
+        *_train_sft(args, sft_init(args), "sft", args.steps, args.lr, phase1_dir(args), args.seed,
                     args.caption_batch, log_every=25),
         f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.warmup_steps={args.warmup_steps}",
         "omni_sft.local.cosine=true", f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
@@ -362,6 +360,8 @@ def run_stages(args: argparse.Namespace) -> None:
         start = time.monotonic()
         if stage == "data":
             make_synth_set(out / "synth_train", args.train_seed, args.train_videos, args.durations, "train")
+            if args.caption_pool:
+                make_caption_pool(args)
         elif stage == "synth" and not (out / "sft_data" / "summary.json").exists():
             _run(synth_command(args), logs / "synth.log")
         elif stage == "export" and not parquet.exists():
@@ -370,12 +370,16 @@ def run_stages(args: argparse.Namespace) -> None:
                 logs / "export.log",
             )
         elif stage == "build" and not (out / "init" / "config.json").exists():
-            from rl.tiny_agent import build_agent_thinker, corpus_texts
+            from rl.tiny_agent import AgentSize, build_agent_thinker, corpus_texts
 
-            build_agent_thinker(out / "init", corpus_texts([parquet]), seed=args.seed)
+            size = AgentSize(vision_hidden_size=args.vision_width, vision_depth=args.vision_depth)
+            build_agent_thinker(out / "init", corpus_texts([parquet]), seed=args.seed, size=size)
             stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
+        elif stage == "read" and args.read_steps and not (out / "init_read" / "config.json").exists():
+            make_synth_set(out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
+            _run(read_command(args), logs / "read.log")
         elif stage == "sft" and not (phase1_dir(args) / "config.json").exists():
             _run(sft_command(args), logs / "sft.log")
         elif stage == "events" and args.event_steps and not (out / "agent" / "config.json").exists():
@@ -433,6 +437,11 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         0,
         "phase 2: whole served runs of frames captioned per batch (rl/frame_captions.py)",
     ),
+    ("--vision-width", int, 32, "the agent's vision encoder width (rl.tiny_agent.AgentSize)"),
+    ("--vision-depth", int, 2, "its layers"),
+    ("--caption-pool", int, 0, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
+    ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
+    ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
     ("--save-every", int, 100, "steps between resumable checkpoints"),
     ("--seed", int, 0, "synthesis, build and SFT seed"),
     ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),

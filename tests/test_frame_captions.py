@@ -18,7 +18,7 @@ from omniagent.backends.synth_world import Percept, SynthWorld, describe, frame_
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from rl import sft_export
-from rl.frame_captions import CaptionBatches, caption_chats, percept_chats
+from rl.frame_captions import CaptionBatches, caption_chats, percept_chats, pool_chats
 from rl.sft_step import collate, sft_loss
 
 
@@ -265,3 +265,87 @@ def test_a_resumed_run_with_captions_equals_an_uninterrupted_one(
     a = load_file(str(root / "whole" / "final" / "model.safetensors"))
     b = load_file(str(root / "split" / "final" / "model.safetensors"))
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+@pytest.fixture(scope="module")
+def pool_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two short synthetic videos that no SFT row comes from: a caption pool."""
+    out = tmp_path_factory.mktemp("pool")
+    generate_benchmark(out, seed=17, n_videos=2, durations=[20.0], config={"n_events": 3}, split="train")
+    return out
+
+
+def _pool_keys(chats: list[list[dict[str, Any]]]) -> list[tuple[float, str]]:
+    return [(float(c[0]["content"][1]["timestamp"]), c[1]["content"][0]["text"]) for c in chats]
+
+
+def test_pool_captions_are_true_to_the_world_and_seeded(pool_dir: Path) -> None:
+    chats = pool_chats(pool_dir, seed=5)
+    assert _pool_keys(chats) == _pool_keys(pool_chats(pool_dir, seed=5))
+    assert _pool_keys(chats) != _pool_keys(pool_chats(pool_dir, seed=6))
+    worlds = [SynthWorld.for_media(p) for p in sorted(pool_dir.glob("*.mp4"))]
+    visual = [[e for e in w.events if e["kind"] in ("shape", "digit", "word", "flash")] for w in worlds]
+    assert len(chats) == 4 * sum(map(len, visual))  # two frames inside each event, as many at random times
+    first = 4 * len(visual[0])  # the first video's chats come first (folders are read sorted)
+    named = 0
+    for i, chat in enumerate(chats):
+        label, image = chat[0]["content"]
+        t, target = float(image["timestamp"]), chat[1]["content"][0]["text"]
+        assert label["text"] == f"Frame at {t:.2f}s:" and image["image"].shape == (90, 160, 3)
+        assert target == frame_sentences(worlds[0 if i < first else 1], [t])[0]
+        named += any(word in target for word in ("shape", "digit", "word", "white flash", "px wide"))
+    assert named >= sum(map(len, visual))  # every event frame names its event
+    with pytest.raises(ValueError, match="no synthetic video"):
+        pool_chats(pool_dir / "missing", seed=0)
+
+
+def test_a_pool_adds_its_frames_to_the_caption_batches(dataset: Any, pool_dir: Path) -> None:
+    own = CaptionBatches(dataset, batch_size=4, seed=1, event_share=0.5)
+    pooled = CaptionBatches(dataset, batch_size=4, seed=1, event_share=0.5, pool=pool_dir)
+    assert len(pooled.chats) == len(own.chats) + len(pool_chats(pool_dir, seed=1))
+    assert json.dumps(pooled.chats[: len(own.chats)], default=str) == json.dumps(own.chats, default=str)
+    assert len(pooled.events) > len(own.events)
+    batch = pooled.batch(0)
+    assert batch["input_ids"].shape[0] == 4 and int(batch["loss_mask"].sum()) > 0
+
+
+def test_reading_probe_scores_the_worlds_own_sentence_perfectly_and_a_misread_value_as_named(
+    pool_dir: Path,
+) -> None:
+    from rl.reading_probe import held_out_frames, score_caption
+
+    frames = held_out_frames([pool_dir])
+    worlds = [SynthWorld.for_media(p) for p in sorted(pool_dir.glob("*.mp4"))]
+    n_read = sum(1 for w in worlds for e in w.events if e["kind"] in ("shape", "digit", "word"))
+    assert len(frames) == n_read + sum(
+        len([e for e in w.events if e["kind"] in ("shape", "digit", "word")]) // 2 for w in worlds
+    )
+    hits: dict[str, list[int]] = {}
+    widths: list[float] = []
+    for t, _, truth in frames:
+        caption = f"Frame {t:.2f}s: " + ", ".join(item.phrase() for item in truth) + "."
+        score_caption(caption, truth, hits, widths)
+    assert len(hits["hue"]) >= len(frames) - 2 and all(all(v) for v in hits.values())
+    assert widths and max(widths) == 0.0
+    digit = next(truth for _, _, truth in frames if any(i.kind == "digit" for i in truth))
+    true_digit = next(i for i in digit if i.kind == "digit")
+    wrong = str((int(true_digit.value) + 1) % 10)
+    hits = {}
+    score_caption(f"Frame 1.00s: red background, the digit {wrong}.", digit, hits, [])
+    assert hits["digit_named"] == [1] and hits["digit_value"] == [0]
+
+
+def test_reading_probe_trains_captions_and_reports_every_measure(
+    dataset: Any, synth_parquet: Path, pool_dir: Path, tmp_path: Path
+) -> None:
+    from rl.reading_probe import main
+
+    out = tmp_path / "reading.json"
+    assert main(["--model", str(dataset.model_dir), "--eval-dir", str(pool_dir), "--train-data",
+                 str(synth_parquet), "--pool", str(pool_dir), "--steps", "3", "--batch-size", "2",
+                 "--out", str(out)]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert res["steps"] == 3 and res["caption_frames"] > len(pool_chats(pool_dir, seed=0))
+    assert {"hue", "shape_named", "shape_value", "digit_named", "digit_value"} <= set(res)
+    assert all(0.0 <= res[k] <= 1.0 for k in res["frames"]) and res["frames"]["hue"] > 0
+    assert all(lo <= res[k] <= hi for k, (lo, hi) in res["ci95"].items())

@@ -208,7 +208,7 @@ def test_model_tiny_is_the_shipped_agent_and_plays_an_episode(
 def test_the_shipped_agents_training_tasks_are_what_the_recipe_generates(tmp_path: Path) -> None:
     """The recipe's data stage (~10 s) with the manifest's arguments reproduces the tasks the
     shipped agent was trained on; the later stages' fingerprints need minutes (see the module)."""
-    from rl.tiny_recipe import make_synth_set
+    from rl.synth_sets import make_synth_set
 
     args = verify_weights(ASSET_DIR)["recipe_args"]
     make_synth_set(

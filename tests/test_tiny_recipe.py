@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from rl.local_sft import lr_at, sample_indices
+from rl.synth_sets import blank_media
 from rl.tiny_agent import mrope_section
 from rl.tiny_recipe import (
     _eval_cmd,
-    blank_media,
     events_command,
     parse_args,
+    read_command,
     results_markdown,
     run_rows,
     run_stages,
@@ -165,6 +166,48 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
     given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
+
+
+def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path) -> None:
+    """A caption pool reaches both phases' captions, is built from its own seed, and never from the
+    training or held-out seed; the vision size reaches the agent's config, and is the shipped one
+    by default."""
+    from rl.synth_sets import make_caption_pool
+    from rl.tiny_agent import AgentSize, _thinker_config
+
+    plain = parse_args(["--out", str(tmp_path)])
+    assert not any("captions.pool" in x for x in sft_command(plain) + events_command(plain))
+    pooled = parse_args(["--out", str(tmp_path), "--caption-pool", "2"])
+    flag = f"omni_sft.local.captions.pool={tmp_path / 'caption_pool'}"
+    assert flag in sft_command(pooled) and flag in events_command(pooled)
+    no_captions = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--caption-batch", "0"])
+    assert not any("captions.pool" in x for x in sft_command(no_captions))
+    assert f"model.path={tmp_path / 'init'}" in sft_command(pooled)  # no read stage unless asked
+    read = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
+    assert f"model.path={tmp_path / 'init_read'}" in sft_command(read)
+    cmd = read_command(read)
+    assert cmd[cmd.index("--steps") + 1] == "9" and cmd[cmd.index("--pool") + 1] == str(
+        tmp_path / "caption_pool"
+    )
+    assert cmd[cmd.index("--model") + 1] == str(tmp_path / "init")
+    assert cmd[cmd.index("--save") + 1] == str(tmp_path / "init_read")
+    with pytest.raises(SystemExit, match="needs --caption-pool"):
+        read_command(parse_args(["--out", str(tmp_path), "--read-steps", "9"]))
+    for seed in (pooled.train_seed, pooled.eval_seed):
+        bad = parse_args(["--out", str(tmp_path), "--caption-pool", "1", "--caption-pool-seed", str(seed)])
+        with pytest.raises(SystemExit, match="training or the held-out seed"):
+            make_caption_pool(bad)
+    from transformers import AutoTokenizer
+
+    from omniagent.tiny_model import build_tiny_thinker
+
+    build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
+    tok = AutoTokenizer.from_pretrained(tmp_path / "tiny")
+    default = _thinker_config(tok, 0, AgentSize()).vision_config
+    assert (default.hidden_size, default.depth) == (plain.vision_width, plain.vision_depth) == (32, 2)
+    wide = _thinker_config(tok, 0, AgentSize(vision_hidden_size=128, vision_depth=4)).vision_config
+    assert (wide.hidden_size, wide.depth, wide.num_heads, wide.intermediate_size) == (128, 4, 4, 256)
+    assert wide.fullatt_block_indexes == [3] and wide.out_hidden_size == AgentSize().hidden_size
 
 
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
