@@ -114,12 +114,28 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
             if world is None:
                 break
             seen.add((media, label))
-            prompt = [{"type": "text", "text": f"Frame at {label:.2f}s:"}, part]
-            chats.append(_chat(prompt, frame_sentences(world, [label])[0]))
+            chats.append(_chat(frame_prompt(label, part), frame_sentences(world, [label])[0]))
     return chats
 
 
 VISUAL_EVENTS = ("shape", "digit", "word", "flash")
+
+
+def frame_prompt(label: float, image_part: dict[str, Any]) -> list[dict[str, Any]]:
+    """A single-frame caption's prompt: the environment's frame label, then the image (one source for
+    the served-frame captions, the pool's, and the reading probe's held-out frames)."""
+    return [{"type": "text", "text": f"Frame at {label:.2f}s:"}, image_part]
+
+
+def decoded_frames(path: str | Path, times: list[float]) -> list[Any]:
+    """The frame the environment's media reader serves at each of ``times`` (``DecodedFrame``s)."""
+    from envs.media import open_media
+
+    source = open_media(path)
+    try:
+        return [source.frames(t, t, 1)[0] for t in times]
+    finally:
+        source.close()
 
 
 def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[list[dict[str, Any]]]:
@@ -128,13 +144,11 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
 
     Why: the frames the teacher served on the training set hold few distinct events (16 videos,
     28 digits), so captions of them are learnt by heart: on held-out frames the agent then names
-    the right kind of event but a digit no better than chance (README, "Reading needs many events").
+    the right kind of event but a digit no better than chance (README, "Reading values").
     A pool of cheap extra videos (``python -m envs.synth``; about 0.3 s each) shows each glyph,
     colour and width many times. Frames are decoded through the environment's own media reader,
     so they look exactly like served frames. Seeded: the same chats for the same folder and seed.
     """
-    from envs.media import open_media
-
     rng = random.Random(seed)
     chats: list[list[dict[str, Any]]] = []
     for path in sorted(Path(media_dir).glob("*.mp4")):
@@ -145,18 +159,10 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
         events = [e for e in world.events if e["kind"] in VISUAL_EVENTS]
         times = [rng.uniform(e["start"], e["end"]) for e in events for _ in range(per_event)]
         times += [rng.uniform(0.0, world.duration) for _ in range(len(times))]
-        source = open_media(path)
-        try:
-            for t in times:
-                frame = source.frames(t, t, 1)[0]
-                label = round(frame.time, 2)
-                prompt = [
-                    {"type": "text", "text": f"Frame at {label:.2f}s:"},
-                    {"type": "image", "image": frame.image, "timestamp": label},
-                ]
-                chats.append(_chat(prompt, frame_sentences(world, [frame.time])[0]))
-        finally:
-            source.close()
+        for frame in decoded_frames(path, times):
+            label = round(frame.time, 2)
+            prompt = frame_prompt(label, {"type": "image", "image": frame.image, "timestamp": label})
+            chats.append(_chat(prompt, frame_sentences(world, [frame.time])[0]))
     if not chats:
         raise ValueError(
             f"caption pool {media_dir}: no synthetic video with a sidecar (python -m envs.synth)"

@@ -36,7 +36,7 @@ def held_out_frames(
 ) -> list[tuple[float, np.ndarray, list[Item]]]:
     """``(time, image, truth)`` for the middle frame of every shape, digit and word of the videos in
     ``eval_dirs``, and half as many frames at random times (background only, mostly)."""
-    from envs.media import open_media
+    from rl.frame_captions import decoded_frames
 
     rng = random.Random(seed)
     frames = []
@@ -44,13 +44,7 @@ def held_out_frames(
         world = SynthWorld.for_media(path)
         times = [0.5 * (e["start"] + e["end"]) for e in world.events if e["kind"] in READ_KINDS]
         times += [rng.uniform(0.0, world.duration - 0.5) for _ in range(len(times) // 2)]
-        source = open_media(path)
-        try:
-            for t in times:
-                frame = source.frames(t, t, 1)[0]
-                frames.append((round(frame.time, 2), frame.image, world.frame(frame.time)))
-        finally:
-            source.close()
+        frames += [(round(f.time, 2), f.image, world.frame(f.time)) for f in decoded_frames(path, times)]
     if not frames:
         raise SystemExit(f"no synthetic video with a sidecar in {', '.join(map(str, eval_dirs))}")
     return frames
@@ -84,15 +78,13 @@ def read_accuracy(
 
     from omniagent.backends.convert import build_model_inputs
     from omniagent.eval.summary import bootstrap_ci
+    from rl.frame_captions import frame_prompt
 
     hits: dict[str, list[int]] = {}
     width_errors: list[float] = []
     model.eval()
     for label, image, truth in frames:
-        prompt = [
-            {"type": "text", "text": f"Frame at {label:.2f}s:"},
-            {"type": "image", "image": image, "timestamp": label},
-        ]
+        prompt = frame_prompt(label, {"type": "image", "image": image, "timestamp": label})
         batch, _ = build_model_inputs(
             [{"role": "user", "content": prompt}], processor, add_generation_prompt=True
         )
