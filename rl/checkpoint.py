@@ -14,6 +14,7 @@ place, so a ``kill -9`` never leaves a half-written checkpoint where a loader or
 - :func:`complete_checkpoint` adds the processor side to a folder that holds only weights and
   config, copied from the base model's folder (:func:`complete_run_checkpoints`: each of a verl
   run's ``global_step_N/huggingface`` folders, called by ``rl/train_sft.py`` after verl exits);
+- :func:`graft_weights` copies a folder with one module's tensors taken from another checkpoint;
 - :func:`latest_checkpoint` finds the newest resumable ``step-N`` folder of a run.
 
     python -m rl.checkpoint check PATH            # exit 1 and list what is missing
@@ -28,7 +29,8 @@ import re
 import shutil
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +74,22 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(fh.fileno())
 
 
+@contextmanager
+def _staged(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """A hidden staging path next to ``out_dir`` to write a folder into; when the block ends, the
+    folder is checked complete, synced and renamed into place (removed instead if the block raised)."""
+    final = Path(out_dir)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        yield staging
+        check_checkpoint(staging)
+        _fsync_tree(staging)
+        _publish(staging, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def save_checkpoint(
     model: Any,
     processor: Any,
@@ -86,10 +104,7 @@ def save_checkpoint(
     """
     import torch
 
-    final = Path(out_dir)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".{final.name}.{uuid.uuid4().hex}.tmp"
-    try:
+    with _staged(out_dir) as staging:
         model.save_pretrained(staging)
         if not (staging / "generation_config.json").is_file():  # a model built from a bare config
             from transformers import GenerationConfig
@@ -98,12 +113,30 @@ def save_checkpoint(
         processor.save_pretrained(staging)
         if training_state is not None:
             torch.save(training_state, staging / TRAINING_STATE)
-        check_checkpoint(staging)
-        _fsync_tree(staging)
-        _publish(staging, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return Path(out_dir)
+
+
+def graft_weights(
+    base: str | os.PathLike[str], donor: str | os.PathLike[str], prefix: str, out_dir: str | os.PathLike[str]
+) -> list[str]:
+    """A copy of the complete folder ``base`` whose tensors named ``prefix...`` are ``donor``'s, written
+    atomically to ``out_dir``; returns the grafted names. Why: a vision encoder trained to read by
+    captions alone (``rl.reading_probe``) can start SFT without the text model that training bent
+    (README "Reading values"). Both folders must hold one ``model.safetensors`` of the same shapes."""
+    from safetensors.torch import load_file, save_file
+
+    base_w, donor_w = (load_file(Path(f) / "model.safetensors") for f in (base, donor))
+    names = sorted(n for n in base_w if n.startswith(prefix))
+    if not names:
+        raise ValueError(f"no tensor in {base} starts with {prefix!r}")
+    for name in names:
+        if name not in donor_w or donor_w[name].shape != base_w[name].shape:
+            raise ValueError(f"{donor} has no tensor {name} of shape {tuple(base_w[name].shape)}")
+        base_w[name] = donor_w[name]
+    with _staged(out_dir) as staging:
+        shutil.copytree(base, staging)
+        save_file(base_w, staging / "model.safetensors", metadata={"format": "pt"})
+    return names
 
 
 def load_training_state(folder: str | os.PathLike[str]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import numpy as np
 from omniagent.backends.synth_world import Item, SynthWorld, parse_observation
 
 READ_KINDS = ("shape", "digit", "word")
+TRAIN_PARTS = ("all", "vision")
 
 
 def held_out_frames(
@@ -101,6 +102,19 @@ def read_accuracy(
     return res
 
 
+def trainable_params(model: Any, part: str) -> list[Any]:
+    """The parameters a caption run trains: ``all``, or ``vision`` (``visual.*``, the encoder and
+    its merger) with the text model frozen, so an SFT agent learns to read without its turns changing."""
+    if part not in TRAIN_PARTS:
+        raise ValueError(f"train part {part!r} is not one of {TRAIN_PARTS}")
+    params = []
+    for name, param in model.named_parameters():
+        param.requires_grad_(part == "all" or name.startswith("visual."))
+        if param.requires_grad:
+            params.append(param)
+    return params
+
+
 def train_captions(
     model: Any, train_data: str, processor: Any, args: argparse.Namespace, frames: list[Any]
 ) -> dict[str, Any]:
@@ -114,7 +128,7 @@ def train_captions(
 
     dataset = OmniTurnSFTDataset(train_data, processor.tokenizer, {"max_length": 16384}, processor=processor)
     batches = CaptionBatches(dataset, args.batch_size, args.seed, args.event_share, pool=args.pool)
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = trainable_params(model, args.train_part)
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     model.train()
     start, losses, curve = time.monotonic(), [], []
@@ -150,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=0, help="caption-only training steps first (0: read as is)")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument(
+        "--train-part",
+        choices=TRAIN_PARTS,
+        default="all",
+        help="vision: train the encoder, freeze the text model",
+    )
     p.add_argument("--event-share", type=float, default=0.5, help="share of caption frames showing an event")
     p.add_argument("--eval-every", type=int, default=0, help="also read the held-out frames every N steps")
     p.add_argument("--seed", type=int, default=0)
@@ -166,7 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     processor = load_processor(args.model)
     model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(args.model, dtype=torch.float32)
-    result: dict[str, Any] = {"model": args.model, "steps": args.steps, "pool": args.pool}
+    result: dict[str, Any] = {
+        "model": args.model,
+        "steps": args.steps,
+        "pool": args.pool,
+        "train_part": args.train_part,
+    }
     frames = held_out_frames(args.eval_dir, args.seed)
     if args.steps:
         result.update(train_captions(model, args.train_data, processor, args, frames))

@@ -16,14 +16,18 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    ``--error-rate``/``--look-error-rate``: the teacher sometimes answers in another task's format
    or swaps a look's start and end, and the next turn recovers (the agent's own commonest failure
    was never recovering from a rejected answer); ``--min-turns``: the low end of the budget K;
-   ``--per-frame 1``: Observations of a frame look in one sentence per frame, not per run.
+   ``--per-frame 1``: Observations of a frame look in one sentence per frame, not per run;
+   ``--named-frame 1``: a time the question names is first looked at as that one frame (a copy of
+   the question's number; the default window around it asks the student for arithmetic).
 3. ``export``: one SFT row per turn (``rl.sft_export``), the teacher's scripted mistakes excepted.
 4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts;
    ``--vision-width``/``--vision-depth`` size its vision encoder);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
 5. ``read`` (with ``--read-steps N``): N steps of single-frame captions alone from the untrained
    agent, the served frames and the pool's, into ``OUT/init_read`` (``rl.reading_probe``; its
-   reading of held-out frames in ``OUT/reading.json``): where it learns to read values.
+   reading of held-out frames in ``OUT/reading.json``): where it learns to read values. With
+   ``--read-keep vision`` SFT starts from the untrained agent with that vision encoder grafted in
+   (``OUT/init_read_vision``) and frozen, so the text model is not the one captions bent.
 6. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
    the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
@@ -32,14 +36,18 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    With ``--event-steps`` the folder is ``OUT/agent_sft``, and
 7. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
    in which ``--event-share`` of the frames show an event (shape, digit, word, flash), into ``OUT/agent``.
-8. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
+   With ``--vision-read-steps`` the folder is ``OUT/agent_events``, and
+8. ``vision``: ``--vision-read-steps`` caption-only steps that train the last phase's vision encoder
+   alone, the text model frozen (``rl.reading_probe --train-part vision``), into ``OUT/agent``: the
+   agent learns to read values with its text model as SFT left it (README "Reading values").
+9. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
-9. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+10. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
-10. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
-11. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
+11. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+12. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
    of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
 
@@ -56,12 +64,25 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from envs.messages import message_text
+from rl.recipe_results import results_markdown, summarise
 from rl.synth_sets import blank_media, make_caption_pool, make_synth_set
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "synth", "export", "build", "read", "sft", "events", "probe", "eval", "scaling", "ship")
+STAGES = (
+    "data",
+    "synth",
+    "export",
+    "build",
+    "read",
+    "sft",
+    "events",
+    "vision",
+    "probe",
+    "eval",
+    "scaling",
+    "ship",
+)
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
-WELL_FORMED_ERRORS = ("format_", "action_")  # a turn with one of these codes did not parse as an action
 
 
 def _run(cmd: list[str], log: Path) -> None:
@@ -134,31 +155,6 @@ def turn_token_stats(parquet: Path, tokenizer_dir: Path, max_new_tokens: int) ->
     }
 
 
-def well_formed(run_dir: Path) -> dict[str, float]:
-    """Turn-level rates from a run's trajectories: well-formed turns, turns that fetched media, the
-    share of rejected turns whose next turn was accepted (recovery), and the share of episodes whose
-    first answer was accepted (an answer in another task's format is rejected and costs a turn)."""
-    episodes = []
-    path = run_dir / "trajectories.jsonl"
-    for line in path.read_text().splitlines() if path.exists() else []:
-        if line.strip():
-            episodes.append(json.loads(line).get("turns") or [])
-    turns = [t for ep in episodes for t in ep]
-    bad = [t for t in turns if str(t.get("error") or "").startswith(WELL_FORMED_ERRORS)]
-    percepts = [t for t in turns if t.get("action_type") in ("get_frames", "get_audio", "get_clip")]
-    followed = [(a, b) for ep in episodes for a, b in zip(ep, ep[1:], strict=False) if a.get("error")]
-    answers = [next((t for t in ep if t.get("action_type") == "answer"), None) for ep in episodes]
-    answers = [a for a in answers if a is not None]
-    n = max(1, len(turns))
-    return {
-        "turns_total": len(turns),
-        "well_formed_rate": 1 - len(bad) / n,
-        "percept_turn_rate": len(percepts) / n,
-        "recovery_rate": sum(not b.get("error") for _, b in followed) / max(1, len(followed)),
-        "first_answer_valid": sum(not a.get("error") for a in answers) / max(1, len(answers)),
-    }
-
-
 def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[str, Any]]]:
     """Every evaluated row: name -> (tasks file, run folder, policy, policy kwargs)."""
     held, blind, runs = (
@@ -180,72 +176,6 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
     }  # fmt: skip
 
 
-def summarise(args: argparse.Namespace) -> dict[str, Any]:
-    """The results table (score CI, rates, frames, turns, by type) and the paired differences."""
-    from omniagent.eval.compare import load_run
-    from omniagent.eval.summary import paired_compare
-
-    table: dict[str, Any] = {}
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for name, (_, run_dir, _, _) in run_rows(args).items():
-        if not (run_dir / "results.jsonl").exists():
-            continue
-        summary, rows[name] = load_run(str(run_dir))
-        table[name] = {
-            "n": summary.get("n_scored", summary.get("n")),
-            "score": summary["score"],
-            "answer_rate": summary["answer_rate"],
-            "frames_used": summary["frames_used"],
-            "turns": summary["turns"],
-            "by_task_type": summary.get("metric_by_task_type"),
-            **well_formed(run_dir),
-        }
-    pairs = {}
-    for a, b in (
-        ("agent", "uniform"),
-        ("agent", "agent_blind"),
-        ("agent", "random"),
-        ("agent", "random_weights"),
-        ("agent", "agent_free"),
-        ("agent_free", "agent_free_blind"),
-        ("agent_free", "uniform"),
-    ):
-        if a in rows and b in rows:
-            pairs[f"{a} - {b}"] = paired_compare(rows[a], rows[b], names=(a, b))
-    return {"table": table, "paired": pairs}
-
-
-def _fmt(ci: dict[str, Any] | None) -> str:
-    if not ci or ci.get("mean") is None:
-        return "-"
-    return f"{ci['mean']:.3f} [{ci['lo']:.3f}, {ci['hi']:.3f}]"
-
-
-def _val(x: Any) -> float:
-    return float(x["mean"]) if isinstance(x, dict) else float(x or 0)
-
-
-def results_markdown(res: dict[str, Any]) -> str:
-    lines = ["| row | n | score [95% CI] | well-formed turns | answer rate | first answer valid | recovery "
-             "| frames / q | turns / q |", "| --- |" + " --- |" * 8]  # fmt: skip
-    for name, r in res["table"].items():
-        lines.append(
-            f"| {name} | {r['n']} | {_fmt(r['score'])} | {r['well_formed_rate']:.3f} | {_val(r['answer_rate']):.3f}"
-            f" | {r.get('first_answer_valid', float('nan')):.3f} | {r.get('recovery_rate', float('nan')):.3f}"
-            f" | {_val(r['frames_used']):.1f} | {_val(r['turns']):.2f} |"
-        )
-    kinds = sorted({k for r in res["table"].values() for k in (r.get("by_task_type") or {})})
-    if kinds:
-        lines += ["", "| row | " + " | ".join(kinds) + " |", "| --- |" + " --- |" * len(kinds)]
-        for name, r in res["table"].items():
-            by = r.get("by_task_type") or {}
-            lines.append(f"| {name} | " + " | ".join(_fmt(by.get(k)) for k in kinds) + " |")
-    lines += ["", "| paired difference | n | mean [95% CI] | resolved |", "| --- | --- | --- | --- |"]
-    for name, p in res["paired"].items():
-        lines.append(f"| {name} | {p['n_shared']} | {_fmt(p['diff'])} | {p['diff'].get('resolved')} |")
-    return "\n".join(lines) + "\n"
-
-
 def stage_eval(args: argparse.Namespace) -> None:
     tasks = make_synth_set(args.out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
     blank_media(tasks, args.out / "synth_blind")
@@ -257,7 +187,7 @@ def stage_eval(args: argparse.Namespace) -> None:
         start = time.monotonic()
         _run(_eval_cmd(args, tasks_file, run_dir, policy, kwargs), args.out / "logs" / f"eval_{name}.log")
         print(f"eval {name}: {time.monotonic() - start:.0f} s", flush=True)
-    res = summarise(args)
+    res = summarise({name: row[1] for name, row in run_rows(args).items()})
     write_atomic(args.out / "results.json", json.dumps(res, indent=2))
     write_atomic(args.out / "results.md", results_markdown(res))
     print(results_markdown(res))
@@ -282,12 +212,28 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *([f"+teacher.kwargs.error_rate={args.error_rate}"] if args.error_rate else []),
         *([f"+teacher.kwargs.look_error_rate={args.look_error_rate}"] if args.look_error_rate else []),
         *(["+teacher.kwargs.per_frame=true"] if args.per_frame else []),
+        *(["+teacher.kwargs.named_frame=true"] if args.named_frame else []),
     ]  # fmt: skip
 
 
-def phase1_dir(args: argparse.Namespace) -> Path:
-    """Where phase 1 saves: ``OUT/agent_sft`` when the event phase continues from it, else ``OUT/agent``."""
-    return args.out / ("agent_sft" if args.event_steps else "agent")
+PHASE_DIRS = {"sft": "agent_sft", "events": "agent_events", "vision": "agent_vision"}
+
+
+def phases(args: argparse.Namespace) -> list[str]:
+    """The training phases this run has, in order: SFT, then the event phase and the vision read if asked."""
+    return ["sft", *(["events"] if args.event_steps else []), *(["vision"] if args.vision_read_steps else [])]
+
+
+def phase_dir(args: argparse.Namespace, phase: str) -> Path:
+    """Where a phase saves: ``OUT/agent`` for the last one, else its own folder the next one starts from."""
+    return args.out / ("agent" if phase == phases(args)[-1] else PHASE_DIRS[phase])
+
+
+def phase_input(args: argparse.Namespace, phase: str) -> Path:
+    """The folder a phase starts from: the previous phase's, or for SFT :func:`sft_init`."""
+    chain = phases(args)
+    at = chain.index(phase)
+    return phase_dir(args, chain[at - 1]) if at else sft_init(args)
 
 
 def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, lr: float, save: Path,
@@ -297,7 +243,7 @@ def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, 
     return [
         sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={model}",
         f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
-        "omni_sft.freeze=[]", f"omni_sft.run_dir={args.out / run_dir}", f"omni_sft.local.steps={steps}",
+        f"omni_sft.freeze=[{','.join(frozen(args))}]", f"omni_sft.run_dir={args.out / run_dir}", f"omni_sft.local.steps={steps}",
         f"omni_sft.local.lr={lr}", "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",
         f"omni_sft.local.log_every={log_every}", f"omni_sft.local.save_dir={save}", f"trainer.seed={seed}",
         f"omni_sft.local.captions.batch_size={captions}",
@@ -306,30 +252,45 @@ def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, 
 
 
 def sft_init(args: argparse.Namespace) -> Path:
-    """Phase 1 starts from the untrained agent, or with ``--read-steps`` from it after the read stage."""
-    return args.out / ("init_read" if args.read_steps else "init")
+    """Phase 1 starts from the untrained agent, or with ``--read-steps`` from it after the read stage;
+    with ``--read-keep vision``, from the untrained agent with the read stage's vision encoder."""
+    if not args.read_steps:
+        return args.out / "init"
+    return args.out / ("init_read_vision" if args.read_keep == "vision" else "init_read")
 
 
-def read_command(args: argparse.Namespace) -> list[str]:
-    """The read stage (``--read-steps N``): N steps of single-frame captions alone from the untrained
-    agent (``rl.reading_probe``: the served training frames and ``--caption-pool`` videos), into
-    ``OUT/init_read``, with its reading of the held-out videos' frames in ``OUT/reading.json``."""
+def frozen(args: argparse.Namespace) -> list[str]:
+    """Modules SFT leaves as they are: the read stage's vision encoder when it alone was kept."""
+    return ["visual"] if args.read_steps and args.read_keep == "vision" else []
+
+
+def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
+    """A read stage: single-frame captions alone (``rl.reading_probe``: the served training frames and
+    ``--caption-pool`` videos), with the reading of the held-out videos' frames as JSON. ``read``
+    (``--read-steps N``) trains the whole untrained agent into ``OUT/init_read`` (``OUT/reading.json``);
+    ``vision`` (``--vision-read-steps N``) trains the last phase's vision encoder alone into
+    ``OUT/agent`` (``OUT/reading_vision.json``), so its turns stay the ones SFT taught."""
     if not args.caption_pool:
-        raise SystemExit("--read-steps needs --caption-pool: the served frames alone are learnt by heart")
+        raise SystemExit("a read stage needs --caption-pool: the served frames alone are learnt by heart")
+    model, steps, lr, save, out = (
+        (phase_input(args, "vision"), args.vision_read_steps, args.vision_read_lr, phase_dir(args, "vision"),
+         "reading_vision.json")
+        if vision else (args.out / "init", args.read_steps, args.lr, args.out / "init_read", "reading.json")
+    )  # fmt: skip
     return [
-        sys.executable, "-m", "rl.reading_probe", "--model", str(args.out / "init"),
+        sys.executable, "-m", "rl.reading_probe", "--model", str(model),
         "--train-data", str(args.out / "sft_data" / "train.parquet"), "--pool", str(args.out / "caption_pool"),
-        "--steps", str(args.read_steps), "--lr", str(args.lr), "--seed", str(args.seed),
+        "--steps", str(steps), "--lr", str(lr), "--seed", str(args.seed),
         "--event-share", str(args.event_share), "--eval-dir", str(args.out / "synth_eval"),
-        "--out", str(args.out / "reading.json"), "--save", str(args.out / "init_read"),
+        "--out", str(args.out / out), "--save", str(save), "--train-part", "vision" if vision else "all",
     ]  # fmt: skip
 
 
 def sft_command(args: argparse.Namespace) -> list[str]:
     """Phase 1: the text warm-up, then full-context SFT from the untrained agent (with captions if asked),
-    into :func:`phase1_dir`."""
+    into its :func:`phase_dir`."""
     return [
-        *_train_sft(args, sft_init(args), "sft", args.steps, args.lr, phase1_dir(args), args.seed,
+        *_train_sft(args, sft_init(args), "sft", args.steps, args.lr, phase_dir(args, "sft"), args.seed,
                     args.caption_batch, log_every=25),
         f"omni_sft.local.batch_size={args.batch_size}", f"omni_sft.local.warmup_steps={args.warmup_steps}",
         "omni_sft.local.cosine=true", f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
@@ -339,15 +300,15 @@ def sft_command(args: argparse.Namespace) -> list[str]:
 
 
 def events_command(args: argparse.Namespace) -> list[str]:
-    """Phase 2 (``--event-steps N``): N more full-context steps from ``OUT/agent_sft`` at a constant
+    """Phase 2 (``--event-steps N``): N more full-context steps from phase 1's agent at a constant
     ``--event-lr``, each followed by a caption batch in which ``--event-share`` of the frames show an
     event (a shape, digit, word or flash), so the agent learns to read events and not only backgrounds;
     with ``--event-percepts N``, each batch also holds N whole served runs of frames, captioned with
     the text of their Observation (which of the frames shows the event). Another seed than phase
     1's, so it sees the turns in another order."""
     return [
-        *_train_sft(args, args.out / "agent_sft", "sft_events", args.event_steps, args.event_lr,
-                    args.out / "agent", args.seed + 1, args.caption_batch or 16, log_every=50),
+        *_train_sft(args, phase_input(args, "events"), "sft_events", args.event_steps, args.event_lr,
+                    phase_dir(args, "events"), args.seed + 1, args.caption_batch or 16, log_every=50),
         f"omni_sft.local.captions.event_share={args.event_share}",
         f"omni_sft.local.captions.percepts={args.event_percepts}",
     ]  # fmt: skip
@@ -377,13 +338,25 @@ def run_stages(args: argparse.Namespace) -> None:
             stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
-        elif stage == "read" and args.read_steps and not (out / "init_read" / "config.json").exists():
+        elif stage == "read" and args.read_steps and not (sft_init(args) / "config.json").exists():
             make_synth_set(out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
-            _run(read_command(args), logs / "read.log")
-        elif stage == "sft" and not (phase1_dir(args) / "config.json").exists():
+            if not (out / "init_read" / "config.json").exists():
+                _run(read_command(args), logs / "read.log")
+            if args.read_keep == "vision":
+                from rl.checkpoint import graft_weights
+
+                graft_weights(out / "init", out / "init_read", "visual.", sft_init(args))
+        elif stage == "sft" and not (phase_dir(args, "sft") / "config.json").exists():
             _run(sft_command(args), logs / "sft.log")
-        elif stage == "events" and args.event_steps and not (out / "agent" / "config.json").exists():
+        elif (
+            stage == "events"
+            and args.event_steps
+            and not (phase_dir(args, "events") / "config.json").exists()
+        ):
             _run(events_command(args), logs / "sft_events.log")
+        elif stage == "vision" and args.vision_read_steps and not (out / "agent" / "config.json").exists():
+            make_synth_set(out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
+            _run(read_command(args, vision=True), logs / "read_vision.log")
         elif stage == "probe":  # a minute: does the agent read its media at all? (rl/media_probe.py)
             probe = [sys.executable, "-m", "rl.media_probe", "--model", str(out / "agent"), "--data", str(parquet),
                      "--out", str(out / "media_probe.json")]  # fmt: skip
@@ -415,6 +388,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ),
     ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
     ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
+    ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     (
@@ -442,6 +416,14 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--caption-pool", int, 0, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
     ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
     ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
+    ("--read-keep", str, "all", "all: SFT starts from the read stage's agent; vision: its encoder alone"),
+    (
+        "--vision-read-steps",
+        int,
+        0,
+        "caption-only steps after SFT, vision encoder alone (needs --caption-pool)",
+    ),
+    ("--vision-read-lr", float, 2e-3, "their learning rate (constant)"),
     ("--save-every", int, 100, "steps between resumable checkpoints"),
     ("--seed", int, 0, "synthesis, build and SFT seed"),
     ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),
@@ -477,6 +459,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
     )
     args = p.parse_args(argv)
+    if args.read_keep not in ("all", "vision"):
+        p.error(f"--read-keep: 'all' or 'vision', not {args.read_keep!r}")
     args.out = args.out.resolve()
     return args
 

@@ -13,7 +13,7 @@ intervals, so every turn can be labelled exactly:
 
 :func:`entropy_auroc` reports the AUROC of turn entropy as a score for "is the discovery turn" over every turn
 with a percept, with a bootstrap CI that resamples whole trajectories (turns of one trajectory are not
-independent)::
+independent); :func:`evidence_reach`, how often an episode looks at its evidence at all, and on its first turn::
 
     python -m rl.turn_labels --trajectories runs/eval/trajectories.jsonl --tasks runs/synth_test/tasks.jsonl
 """
@@ -145,6 +145,37 @@ def entropy_auroc(
     }
 
 
+def evidence_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[str, Any]) -> dict[str, Any]:
+    """How often a trajectory looks at its evidence at all (it has a discovery turn) and already on its
+    first turn, over every task with evidence and over the tasks whose question names a time ("at about
+    T s"), with bootstrap CIs. Why: an agent that never looks where the answer is scores the same
+    with its media blanked, however well it reads; the teacher looks at a named time on its first turn."""
+    from omniagent.backends.synth_goals import parse_goal
+    from omniagent.eval.summary import bootstrap_ci
+
+    rows: dict[str, dict[str, list[float]]] = {
+        "all": {"any": [], "first": []},
+        "named": {"any": [], "first": []},
+    }
+    for traj in sorted(trajectories, key=lambda t: t.id):
+        evidence = evidence_by_task.get(task_key(traj.media, traj.question))
+        if not evidence:
+            continue
+        labels = discovery_labels(traj, evidence)
+        groups = ["all", "named"] if parse_goal(traj.question).at is not None else ["all"]
+        for group in groups:
+            rows[group]["any"].append(float(any(labels)))
+            rows[group]["first"].append(float(bool(labels) and labels[0] == 1))
+
+    def ci(values: list[float]) -> dict[str, Any]:
+        res = bootstrap_ci(values)
+        return {k: None if res[k] is None else round(res[k], 3) for k in ("mean", "lo", "hi")} | {
+            "n": len(values)
+        }
+
+    return {group: {k: ci(v) for k, v in by.items()} for group, by in rows.items()}
+
+
 def task_key(media: str, question: str) -> str:
     return f"{media}\x00{question}"
 
@@ -160,7 +191,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     evidence = {task_key(t.media, t.question): t.evidence for p in args.tasks for t in load_tasks_jsonl(p)}
     trajs = [t for p in args.trajectories for t in load_trajectories(p)]
-    print(json.dumps(entropy_auroc(trajs, evidence, args.n_boot, args.seed)))
+    print(
+        json.dumps(
+            {
+                **entropy_auroc(trajs, evidence, args.n_boot, args.seed),
+                "evidence": evidence_reach(trajs, evidence),
+            }
+        )
+    )
     return 0
 
 

@@ -349,3 +349,22 @@ def test_reading_probe_trains_captions_and_reports_every_measure(
     assert {"hue", "shape_named", "shape_value", "digit_named", "digit_value"} <= set(res)
     assert all(0.0 <= res[k] <= 1.0 for k in res["frames"]) and res["frames"]["hue"] > 0
     assert all(lo <= res[k] <= hi for k, (lo, hi) in res["ci95"].items())
+
+
+def test_vision_only_reading_changes_the_encoder_and_not_one_text_weight(
+    dataset: Any, synth_parquet: Path, pool_dir: Path, tmp_path: Path
+) -> None:
+    from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
+
+    from rl.reading_probe import main, trainable_params
+
+    before = Thinker.from_pretrained(dataset.model_dir, dtype=torch.float32)
+    assert main(["--model", str(dataset.model_dir), "--eval-dir", str(pool_dir), "--train-data",
+                 str(synth_parquet), "--pool", str(pool_dir), "--steps", "3", "--batch-size", "2",
+                 "--train-part", "vision", "--save", str(tmp_path / "read")]) == 0  # fmt: skip
+    after = dict(Thinker.from_pretrained(tmp_path / "read", dtype=torch.float32).named_parameters())
+    changed = {n for n, p in before.named_parameters() if not torch.equal(p, after[n])}
+    assert changed and all(n.startswith("visual.") for n in changed)
+    assert any(n.startswith("visual.merger") for n in changed)  # the projection into the text model too
+    with pytest.raises(ValueError, match="not one of"):
+        trainable_params(before, "text")

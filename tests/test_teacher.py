@@ -236,3 +236,34 @@ def test_a_per_frame_teacher_passes_the_audit_and_acts_as_the_default_one(bench:
         (t.observation or "").count("Frame ") for t in runs.turns
     )  # more sentences, one per frame
     assert RulesAuditor().audit(frames).passed(5)
+
+
+def test_a_named_frame_teacher_first_looks_at_exactly_the_named_time_and_answers_from_it(
+    bench: list[Task],
+) -> None:
+    """``named_frame``: a visual question that names a time is first looked at as that one frame (the
+    question's number copied), the frame shows the event, and the audited answer is right; questions
+    without a named time and audio questions search as before."""
+    from rl.audit_rules import RulesAuditor
+
+    named = [t for t in bench if t.extra["template"] in ("digit_mcq", "screen_word_ff", "shape_width_size")]
+    assert len(named) >= 3
+    for task in named:
+        at = parse_goal(task.question).at
+        traj = run_episode(
+            OmniVideoEnv(), make_policy("synth_teacher", seed=3, named_frame=True), task.env_options(8)
+        )
+        first = traj.turns[0]
+        assert first.action == {"type": "get_frames", "start": at, "end": at, "num": 1}, task.question
+        assert f"Next: the frame at {at:.2f}s." in (first.thought or "")
+        assert score(traj, task) == 1.0 and len(traj.turns) == 2  # the one frame showed it
+        assert RulesAuditor().audit(traj).passed(5)
+    for template in ("shape_tr", "beep_pitch_num"):
+        task = next(t for t in bench if t.extra["template"] == template)
+        plain, named_run = (
+            run(task, 12, seed=2),
+            run_episode(
+                OmniVideoEnv(), make_policy("synth_teacher", seed=2, named_frame=True), task.env_options(12)
+            ),
+        )
+        assert [t.action for t in named_run.turns] == [t.action for t in plain.turns], template

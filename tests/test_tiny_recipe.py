@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rl.local_sft import lr_at, sample_indices
+from rl.recipe_results import results_markdown, well_formed
 from rl.synth_sets import blank_media
 from rl.tiny_agent import mrope_section
 from rl.tiny_recipe import (
@@ -19,14 +21,12 @@ from rl.tiny_recipe import (
     events_command,
     parse_args,
     read_command,
-    results_markdown,
     run_rows,
     run_stages,
     scaling_command,
     sft_command,
     synth_command,
     turn_token_stats,
-    well_formed,
 )
 
 
@@ -163,6 +163,9 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     both = parse_args(["--out", str(tmp_path), "--event-percepts", "8", "--per-frame", "1"])
     assert "omni_sft.local.captions.percepts=8" in events_command(both)
     assert "+teacher.kwargs.per_frame=true" in synth_command(both)
+    assert not any("named_frame" in x for x in synth)  # the shipped agent's teacher looks at a window
+    named = parse_args(["--out", str(tmp_path), "--named-frame", "1"])
+    assert "+teacher.kwargs.named_frame=true" in synth_command(named)
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
     given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
@@ -208,6 +211,67 @@ def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path)
     wide = _thinker_config(tok, 0, AgentSize(vision_hidden_size=128, vision_depth=4)).vision_config
     assert (wide.hidden_size, wide.depth, wide.num_heads, wide.intermediate_size) == (128, 4, 4, 256)
     assert wide.fullatt_block_indexes == [3] and wide.out_hidden_size == AgentSize().hidden_size
+
+
+def test_a_vision_read_after_sft_trains_the_last_phases_encoder_into_the_agent_folder(tmp_path: Path) -> None:
+    """``--vision-read-steps N`` adds a phase after the event phase: the event phase then saves
+    ``agent_events``, and the vision read trains its encoder alone from there into ``agent``."""
+    args = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9"])
+    events = events_command(args)
+    assert f"model.path={tmp_path / 'agent_sft'}" in events
+    assert f"omni_sft.local.save_dir={tmp_path / 'agent_events'}" in events
+    cmd = read_command(args, vision=True)
+    arg = {
+        k: cmd[cmd.index(k) + 1] for k in ("--model", "--save", "--steps", "--train-part", "--out", "--lr")
+    }
+    assert arg == {"--model": str(tmp_path / "agent_events"), "--save": str(tmp_path / "agent"), "--steps": "9",
+                   "--train-part": "vision", "--out": str(tmp_path / "reading_vision.json"),
+                   "--lr": str(args.vision_read_lr)}  # fmt: skip
+    no_events = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9",
+                            "--event-steps", "0"])  # fmt: skip
+    assert f"omni_sft.local.save_dir={tmp_path / 'agent_sft'}" in sft_command(no_events)
+    vision = read_command(no_events, vision=True)
+    assert vision[vision.index("--model") + 1] == str(tmp_path / "agent_sft")
+    assert (
+        read_command(parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"]))[-1]
+        == "all"
+    )
+    with pytest.raises(SystemExit, match="needs --caption-pool"):
+        read_command(parse_args(["--out", str(tmp_path), "--vision-read-steps", "9"]), vision=True)
+
+
+def test_read_keep_vision_grafts_the_read_encoder_into_the_untrained_agent_and_freezes_it(
+    tmp_path: Path,
+) -> None:
+    """``--read-keep vision``: SFT starts from ``init_read_vision`` (the untrained agent with the read
+    stage's encoder) with ``visual`` frozen in both phases; the graft copies exactly those tensors."""
+    from safetensors.torch import load_file
+
+    from omniagent.tiny_model import build_tiny_thinker
+    from rl.checkpoint import graft_weights
+
+    args = parse_args(
+        ["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9", "--read-keep", "vision"]
+    )
+    assert f"model.path={tmp_path / 'init_read_vision'}" in sft_command(args)
+    assert "omni_sft.freeze=[visual]" in sft_command(args) and "omni_sft.freeze=[visual]" in events_command(
+        args
+    )
+    whole = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
+    assert "omni_sft.freeze=[]" in sft_command(
+        whole
+    ) and f"model.path={tmp_path / 'init_read'}" in sft_command(whole)
+    with pytest.raises(SystemExit):
+        parse_args(["--out", str(tmp_path), "--read-keep", "text"])
+    build_tiny_thinker(seed=0, out_dir=tmp_path / "a")
+    build_tiny_thinker(seed=1, out_dir=tmp_path / "b")
+    names = graft_weights(tmp_path / "a", tmp_path / "b", "visual.", tmp_path / "ab")
+    a, b, ab = (load_file(tmp_path / d / "model.safetensors") for d in ("a", "b", "ab"))
+    assert names and set(names) == {n for n in a if n.startswith("visual.")}
+    assert all(torch.equal(ab[n], b[n] if n in names else a[n]) for n in a)
+    assert any(not torch.equal(a[n], b[n]) for n in names)  # the two seeds differ, so the graft shows
+    with pytest.raises(ValueError, match="no tensor"):
+        graft_weights(tmp_path / "a", tmp_path / "b", "nothing.", tmp_path / "x")
 
 
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from rl.turn_labels import (
     cluster_bootstrap_auroc,
     discovery_labels,
     entropy_auroc,
+    evidence_reach,
     overlaps_evidence,
     task_key,
 )
@@ -108,6 +109,21 @@ def test_entropy_auroc_over_percept_turns_of_hand_built_trajectories():
     b.turns[1].entropy = 2.0  # a later re-look now outranks both discovery turns (1.5, 0.9); 0.2 does not
     assert entropy_auroc([a, b], {task_key("m.mp4", "q?"): EVIDENCE}, n_boot=50)["auroc"] == 0.5
     assert entropy_auroc([a, b], {}, n_boot=10)["turns"] == 0  # no evidence known: nothing labelled
+
+
+def test_evidence_reach_counts_episodes_that_look_at_the_evidence_and_those_named_by_time():
+    first = _traj([_turn(0, "get_frames", 41, 41, times=[41.0]), _turn(1, "answer")], "a")
+    later = _traj([_turn(0, "get_frames", 0, 9, times=[5.0]), _turn(1, "get_audio", 39, 41)], "b")
+    never = _traj([_turn(0, "get_frames", 0, 9, times=[5.0]), _turn(1, "answer")], "c")
+    named = "Which digit is shown on screen at about 41 s?"
+    first.question = later.question = named
+    evidence = {task_key("m.mp4", named): EVIDENCE, task_key("m.mp4", "q?"): EVIDENCE}
+    out = evidence_reach([first, later, never], evidence)
+    assert (out["all"]["any"]["mean"], out["all"]["first"]["mean"]) == (0.667, 0.333)  # rounded to 3 places
+    assert out["named"]["any"]["mean"] == 1.0 and out["named"]["first"]["mean"] == 0.5
+    assert out["named"]["any"]["n"] == 2 and out["all"]["any"]["n"] == 3
+    assert out["all"]["any"]["lo"] <= out["all"]["any"]["mean"] <= out["all"]["any"]["hi"]
+    assert evidence_reach([never], {})["all"]["any"]["n"] == 0  # no evidence known: nothing counted
 
 
 def _group():

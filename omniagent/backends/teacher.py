@@ -113,6 +113,12 @@ class SynthTeacherParams(PolicyParams):
         False,
         description="Observations of a get_frames look: one sentence per frame, not per run of alike frames",
     )
+    named_frame: bool = Field(
+        False,
+        description="a question's named time is first looked at as the one frame at exactly that time: the "
+        "look copies the question's number, where a window around it needs arithmetic a small student "
+        "does not learn (the window follows only if that frame misses)",
+    )
 
 
 @register_policy("synth_teacher")
@@ -128,6 +134,7 @@ class SynthTeacherPolicy(Policy):
         self.limits = p.limits
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
         self.per_frame = bool(p.per_frame)
+        self.named_frame = bool(p.named_frame)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -268,6 +275,8 @@ class SynthTeacherPolicy(Policy):
         """The looks planned at reset (zooms and follow-ups are added as finds come in)."""
         g, st = self.goal, self.style
         if g.search in ("local_visual", "local_audio") and g.at is not None:
+            if self.named_frame and g.search == "local_visual" and self.video:
+                return [self._frames(float(g.at), float(g.at), 1)]
             return [self._local(st.half)]
         if g.search == "scene" and self.video:
             return self._cut(self._frame_sweep(self._budget(0), st.scene_spacing, self.limits.max_frames))
@@ -473,8 +482,11 @@ class SynthTeacherPolicy(Policy):
     def _plan_thought(self, action: dict[str, Any], zoom: bool) -> str:
         g = self.goal
         a, b = action["start"], action["end"]
+        one = self.named_frame and a == b
         how = {
-            "get_frames": f"{action.get('num')} frames from {a:.2f}s to {b:.2f}s",
+            "get_frames": f"the frame at {a:.2f}s"
+            if one
+            else f"{action.get('num')} frames from {a:.2f}s to {b:.2f}s",
             "get_audio": f"the audio from {a:.2f}s to {b:.2f}s",
             "get_clip": f"a clip from {a:.2f}s to {b:.2f}s",
         }[action["type"]]
