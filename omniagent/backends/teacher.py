@@ -113,12 +113,7 @@ class SynthTeacherParams(PolicyParams):
         False,
         description="Observations of a get_frames look: one sentence per frame, not per run of alike frames",
     )
-    named_frame: bool = Field(
-        False,
-        description="a question's named time is first looked at as the one frame at exactly that time: the "
-        "look copies the question's number, where a window around it needs arithmetic a small student "
-        "does not learn (the window follows only if that frame misses)",
-    )
+    named_frame: bool = Field(False, description="first look at a named time: that frame (its number copied)")
 
 
 @register_policy("synth_teacher")
