@@ -121,6 +121,24 @@ def test_compare_runs_uses_the_runs_own_bins_and_pairs(tmp_path: Path, capsys: p
     assert "mcq (accuracy" in out and "100s-1000s" in out
 
 
+def test_runs_joined_with_plus_pool_part_by_part(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``A1+A2`` against ``B1+B2``: rows of both parts, ids kept apart by part, paired part by part."""
+    for name, seed, shift in (("a1", 5, 0.3), ("a2", 6, 0.3), ("b1", 5, -0.3), ("b2", 6, -0.3)):
+        write_results(tmp_path / name / "results.jsonl", make_rows(30, seed=seed, shift=shift))
+    a, b = (f"{tmp_path / (x + '1')}+{tmp_path / (x + '2')}" for x in "ab")
+    summary, rows = load_run(a)
+    assert rows is not None and len(rows) == 60 and len({r["id"] for r in rows}) == 60
+    assert {r["id"].split(":", 1)[0] for r in rows} == {"0", "1"} and summary["name"] == "a1+a2"
+    one = {r["id"]: r["reward"] for r in load_run(str(tmp_path / "a1"))[1] or []}
+    assert all(one[r["id"][2:]] == r["reward"] for r in rows if r["id"].startswith("0:"))
+    assert compare_main([a, b, "--n-boot", "300"]) == 0
+    assert "on 60 shared tasks" in capsys.readouterr().out
+    (tmp_path / "bare").mkdir()  # a run known only by its summary.json has no rows to pool
+    (tmp_path / "bare" / "summary.json").write_text(json.dumps(load_run(str(tmp_path / "a1"))[0]))
+    with pytest.raises(SystemExit, match="pooled runs need"):
+        load_run(f"{tmp_path / 'a1'}+{tmp_path / 'bare' / 'summary.json'}")
+
+
 def test_runs_with_one_or_three_workers_give_the_same_intervals(tmp_path: Path) -> None:
     from envs.synth import generate_benchmark
     from omniagent.eval.config import EvalConfig

@@ -1,6 +1,7 @@
 """Summarise one eval run, or compare two with a paired bootstrap over their shared task ids.
 
-``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``). A run
+``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``; ``A1+A2``
+pools runs, :func:`load_run`). A run
 is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
 bins, bootstrap seed and resample count, read from its summary.json or run.json) or a summary.json
 (then two runs can only be compared by whether their intervals overlap).
@@ -44,7 +45,19 @@ def run_settings(folder: Path) -> dict[str, Any]:
 
 
 def load_run(path: str, n_boot: int | None = None, seed: int | None = None) -> tuple[dict, list[dict] | None]:
-    """(summary, rows) of a run folder or results.jsonl; rows is None for a bare summary.json."""
+    """(summary, rows) of a run folder or results.jsonl; rows is None for a bare summary.json.
+
+    ``A1+A2`` pools several runs (say one agent on two held-out seeds): each row's task id is prefixed
+    with its run's place (``0:``, ``1:``), so ``A1+A2`` pairs with ``B1+B2`` part by part."""
+    if "+" in str(path) and not Path(path).exists():
+        parts = [load_run(part, n_boot, seed) for part in str(path).split("+")]
+        if any(rows is None for _, rows in parts):
+            raise SystemExit(f"{path}: pooled runs need their results.jsonl")
+        pooled = [dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(parts) for row in rows or []]
+        first = Path(str(path).split("+")[0])
+        settings = run_settings(first if first.is_dir() else first.parent)
+        settings.update({k: v for k, v in (("n_boot", n_boot), ("seed", seed)) if v is not None})
+        return summarize(pooled, name="+".join(str(s.get("name")) for s, _ in parts), **settings), pooled
     p = Path(path)
     rows_path = p / "results.jsonl" if p.is_dir() else p
     if rows_path.suffix != ".jsonl" or not rows_path.exists():
@@ -59,7 +72,9 @@ def load_run(path: str, n_boot: int | None = None, seed: int | None = None) -> t
 
 def compare_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="+", help="one or two run folders (or results.jsonl / summary.json)")
+    ap.add_argument(
+        "runs", nargs="+", help="one or two run folders (or results.jsonl / summary.json); A1+A2 pools runs"
+    )
     ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the run's own)")
     ap.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the run's own)")
     args = ap.parse_args(argv)
