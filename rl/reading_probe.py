@@ -105,14 +105,13 @@ def read_accuracy(
 def trainable_params(model: Any, part: str) -> list[Any]:
     """The parameters a caption run trains: ``all``, or ``vision`` (``visual.*``, the encoder and
     its merger) with the text model frozen, so an SFT agent learns to read without its turns changing."""
+    from rl.sft_step import freeze_modules
+
     if part not in TRAIN_PARTS:
         raise ValueError(f"train part {part!r} is not one of {TRAIN_PARTS}")
-    params = []
-    for name, param in model.named_parameters():
-        param.requires_grad_(part == "all" or name.startswith("visual."))
-        if param.requires_grad:
-            params.append(param)
-    return params
+    if part == "vision":
+        freeze_modules(model, [name for name, _ in model.named_children() if name != "visual"])
+    return [p for p in model.parameters() if p.requires_grad]
 
 
 def train_captions(

@@ -177,8 +177,7 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
 
 
 def stage_eval(args: argparse.Namespace) -> None:
-    tasks = make_synth_set(args.out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
-    blank_media(tasks, args.out / "synth_blind")
+    blank_media(held_out_set(args), args.out / "synth_blind")
     for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
         if (name == "random_weights" and not args.eval_random_weights) or (
             name.startswith("agent_free") and not (args.eval_free and args.constrained)
@@ -251,17 +250,27 @@ def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, 
     ]  # fmt: skip
 
 
+def grafted(args: argparse.Namespace) -> bool:
+    """Whether SFT starts from the untrained agent with the read stage's vision encoder grafted in."""
+    return bool(args.read_steps) and args.read_keep == "vision"
+
+
 def sft_init(args: argparse.Namespace) -> Path:
     """Phase 1 starts from the untrained agent, or with ``--read-steps`` from it after the read stage;
     with ``--read-keep vision``, from the untrained agent with the read stage's vision encoder."""
     if not args.read_steps:
         return args.out / "init"
-    return args.out / ("init_read_vision" if args.read_keep == "vision" else "init_read")
+    return args.out / ("init_read_vision" if grafted(args) else "init_read")
 
 
 def frozen(args: argparse.Namespace) -> list[str]:
     """Modules SFT leaves as they are: the read stage's vision encoder when it alone was kept."""
-    return ["visual"] if args.read_steps and args.read_keep == "vision" else []
+    return ["visual"] if grafted(args) else []
+
+
+def held_out_set(args: argparse.Namespace) -> Path:
+    """The held-out synthetic set (``--eval-seed``) the read stages and eval read: ``OUT/synth_eval``."""
+    return make_synth_set(args.out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
 
 
 def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
@@ -339,10 +348,10 @@ def run_stages(args: argparse.Namespace) -> None:
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
         elif stage == "read" and args.read_steps and not (sft_init(args) / "config.json").exists():
-            make_synth_set(out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
+            held_out_set(args)
             if not (out / "init_read" / "config.json").exists():
                 _run(read_command(args), logs / "read.log")
-            if args.read_keep == "vision":
+            if grafted(args):
                 from rl.checkpoint import graft_weights
 
                 graft_weights(out / "init", out / "init_read", "visual.", sft_init(args))
@@ -354,8 +363,12 @@ def run_stages(args: argparse.Namespace) -> None:
             and not (phase_dir(args, "events") / "config.json").exists()
         ):
             _run(events_command(args), logs / "sft_events.log")
-        elif stage == "vision" and args.vision_read_steps and not (out / "agent" / "config.json").exists():
-            make_synth_set(out / "synth_eval", args.eval_seed, args.eval_videos, args.durations, "test")
+        elif (
+            stage == "vision"
+            and args.vision_read_steps
+            and not (phase_dir(args, "vision") / "config.json").exists()
+        ):
+            held_out_set(args)
             _run(read_command(args, vision=True), logs / "read_vision.log")
         elif stage == "probe":  # a minute: does the agent read its media at all? (rl/media_probe.py)
             probe = [sys.executable, "-m", "rl.media_probe", "--model", str(out / "agent"), "--data", str(parquet),

@@ -54,9 +54,9 @@ def load_run(path: str, n_boot: int | None = None, seed: int | None = None) -> t
         if any(rows is None for _, rows in parts):
             raise SystemExit(f"{path}: pooled runs need their results.jsonl")
         pooled = [dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(parts) for row in rows or []]
-        first = Path(str(path).split("+")[0])
-        settings = run_settings(first if first.is_dir() else first.parent)
-        settings.update({k: v for k, v in (("n_boot", n_boot), ("seed", seed)) if v is not None})
+        head = parts[0][0]  # the first run's settings, overrides already applied
+        settings = {"duration_bins": head["duration_bins"], "n_boot": head["bootstrap"]["n_boot"],
+                    "seed": head["bootstrap"]["seed"]}  # fmt: skip
         return summarize(pooled, name="+".join(str(s.get("name")) for s, _ in parts), **settings), pooled
     p = Path(path)
     rows_path = p / "results.jsonl" if p.is_dir() else p
