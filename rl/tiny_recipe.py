@@ -212,6 +212,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *([f"+teacher.kwargs.look_error_rate={args.look_error_rate}"] if args.look_error_rate else []),
         *(["+teacher.kwargs.per_frame=true"] if args.per_frame else []),
         *(["+teacher.kwargs.named_frame=true"] if args.named_frame else []),
+        *(["+teacher.kwargs.option_thought=true"] if args.option_thought else []),
     ]  # fmt: skip
 
 
@@ -402,6 +403,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
     ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
     ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
+    ("--option-thought", int, 0, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     (

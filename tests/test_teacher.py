@@ -267,3 +267,30 @@ def test_a_named_frame_teacher_first_looks_at_exactly_the_named_time_and_answers
             ),
         )
         assert [t.action for t in named_run.turns] == [t.action for t in plain.turns], template
+
+
+def test_an_option_thought_names_the_observed_value_and_its_letter(bench: list[Task]) -> None:
+    """``option_thought``: a multiple-choice answer's Thought says which option holds the observed value
+    (the letter the answer then copies), or that none was observed and the answer is a guess; the
+    looks, the answers and every other task's turns are those of the plain teacher, and QC passes."""
+    from envs.scoring import letters
+    from rl.audit_rules import RulesAuditor
+
+    mcq = [t for t in bench if t.task_type == "mcq"]
+    assert {t.extra["template"] for t in mcq} >= {"digit_mcq", "spoken_word_mcq", "after_beep_color_mcq"}
+    teacher = make_policy("synth_teacher", seed=2, option_thought=True)
+    for task in mcq:
+        said, plain = run_episode(OmniVideoEnv(), teacher, task.env_options(12)), run(task, 12, seed=2)
+        assert [t.action for t in said.turns] == [t.action for t in plain.turns], task.question
+        last = said.turns[-1].thought or ""
+        assert score(said, task) == 1.0, task.question  # the teacher sees every option in 12 turns
+        letter = said.answer
+        value = task.choices[letters(len(task.choices)).index(letter)]
+        assert f" {value} is option {letter}. Answer: " in last, last
+        assert last.replace(f" {value} is option {letter}.", "") == plain.turns[-1].thought
+        assert RulesAuditor().audit(said).passed(5)
+        guess = run_episode(OmniVideoEnv(), teacher, task.env_options(1))  # answer at once, unseen
+        assert "I observed none of the options, so I guess. Answer: " in (guess.turns[-1].thought or "")
+    other = next(t for t in bench if t.extra["template"] == "shape_width_size")
+    said = run_episode(OmniVideoEnv(), teacher, other.env_options(12))
+    assert [t.thought for t in said.turns] == [t.thought for t in run(other, 12, seed=2).turns]

@@ -166,6 +166,9 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     assert not any("named_frame" in x for x in synth)  # the shipped agent's teacher looks at a window
     named = parse_args(["--out", str(tmp_path), "--named-frame", "1"])
     assert "+teacher.kwargs.named_frame=true" in synth_command(named)
+    assert not any("option_thought" in x for x in synth + synth_command(named))
+    option = parse_args(["--out", str(tmp_path), "--option-thought", "1"])
+    assert "+teacher.kwargs.option_thought=true" in synth_command(option)
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
     given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)

@@ -28,7 +28,6 @@ import json
 import math
 import time
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,52 +39,8 @@ from envs.scoring import letters
 from omniagent.backends.synth_goals import parse_goal
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
+from omniagent.backends.teacher_style import Style
 from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
-
-
-@dataclass
-class Style:
-    """One episode's search strategy, drawn from the seed."""
-
-    coarse: bool  # start with a uniform scan of the whole file
-    coarse_num: int
-    sweep: str  # frames | clips
-    spacing: float  # seconds between sweep frames
-    sweep_num: int  # frames per sweep call
-    clip_len: float
-    audio_len: float
-    zoom: bool  # zoom into every find to pin its boundaries
-    patience: float  # fraction of the planned sweep done before answering
-    stop_at_first: bool  # a "when" question: answer once one occurrence is pinned
-    half: float  # half-width of the window around a named time
-    local_num: int
-    local_clip: bool
-    static_by_audio: bool
-    scene_spacing: float
-
-    @classmethod
-    def draw(cls, rng: np.random.Generator, limits: EnvLimits, duration: float) -> Style:
-        def pick(*xs: Any) -> Any:
-            return xs[int(rng.integers(len(xs)))]
-
-        cap = limits.max_frames
-        return cls(
-            coarse=bool(rng.random() < 0.7),
-            coarse_num=min(cap, pick(8, 12, 16, 24, 32)),
-            sweep=pick("frames", "clips"),
-            spacing=pick(0.4, 0.5, 0.8, 1.0, 1.5),
-            sweep_num=min(cap, pick(16, 24, 32)),
-            clip_len=min(limits.max_clip_s, duration, pick(30.0, 45.0, 60.0)),
-            audio_len=min(limits.max_audio_s, duration, pick(30.0, 60.0, 120.0, 300.0)),
-            zoom=bool(rng.random() < 0.8),
-            patience=1.0 if rng.random() < 0.8 else float(rng.uniform(0.3, 0.8)),
-            stop_at_first=bool(rng.random() < 0.4),
-            half=pick(0.5, 1.0, 1.5, 2.5),
-            local_num=min(cap, int(rng.integers(1, 13))),
-            local_clip=bool(rng.random() < 0.3),
-            static_by_audio=bool(rng.random() < 0.5),
-            scene_spacing=pick(2.5, 4.0, 5.0, 6.0, 8.0),
-        )
 
 
 def _r(x: float) -> float:
@@ -114,6 +69,11 @@ class SynthTeacherParams(PolicyParams):
         description="Observations of a get_frames look: one sentence per frame, not per run of alike frames",
     )
     named_frame: bool = Field(False, description="first look at a named time: that frame (its number copied)")
+    option_thought: bool = Field(
+        False,
+        description="a multiple-choice answer's Thought names the option holding the observed value "
+        "('7 is option C.'), so the letter is looked up in the question's options, not recalled",
+    )
 
 
 @register_policy("synth_teacher")
@@ -130,6 +90,7 @@ class SynthTeacherPolicy(Policy):
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
         self.per_frame = bool(p.per_frame)
         self.named_frame = bool(p.named_frame)
+        self.option_thought = bool(p.option_thought)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -157,6 +118,7 @@ class SynthTeacherPolicy(Policy):
         self.zooms: list[dict[str, Any]] = []  # the zoom actions (to tell them apart in thoughts)
         self.zooms_done = 0
         self.phase = 0  # after_beep: 0 = find the beep, 1 = look after it
+        self.option: tuple[str, str] | None = None  # (observed value, its letter) of an mcq answer
 
     def act(self, messages: list[Message]) -> TurnOutput:
         t0 = time.perf_counter()
@@ -365,7 +327,8 @@ class SynthTeacherPolicy(Policy):
     def _letter(self, value: str | None) -> str:
         choices = [str(c) for c in self.info["task"].get("choices") or []]
         if value is not None and value in choices:
-            return letters(len(choices))[choices.index(value)]
+            self.option = (value, letters(len(choices))[choices.index(value)])
+            return self.option[1]
         return letters(max(1, len(choices)))[int(self.rng.integers(max(1, len(choices))))]  # a guess
 
     def _nearest(self, items: list[Item] | list[float]) -> Any:
@@ -385,6 +348,7 @@ class SynthTeacherPolicy(Policy):
     def _answer(self) -> Any:
         """The answer from the memory alone; a guess where the evidence was never observed."""
         g, mem, tmpl = self.goal, self.memory, self.goal.template
+        self.option = None
         if tmpl in ("digit_mcq", "screen_word_ff", "shape_width_size"):
             t = self._nearest(mem.hits(g.kind, g.value))
             item = self._frame_item(t, g.kind) if t is not None else None
@@ -496,4 +460,12 @@ class SynthTeacherPolicy(Policy):
             note = " I am out of turns, so I answer from what I have."
         elif not self._evidence_found() and self.was_cut:
             note = " I did not cover the whole file, but I answer from what I have."
-        return f"{self._facts()}{note} Answer: {json.dumps(answer)}."
+        return f"{self._facts()}{note}{self._option_note()} Answer: {json.dumps(answer)}."
+
+    def _option_note(self) -> str:
+        """With ``option_thought``, where the observed value stands among the options (or that it is not)."""
+        if not self.option_thought or self.info["task"]["task_type"] != "mcq":
+            return ""
+        if self.option is None:
+            return " I observed none of the options, so I guess."
+        return f" {self.option[0]} is option {self.option[1]}."
