@@ -21,7 +21,7 @@ Captions need ground truth, so they come only from media built by ``python -m en
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,21 @@ def decoded_frames(path: str | Path, times: list[float]) -> list[Any]:
         source.close()
 
 
+def event_times(
+    world: SynthWorld,
+    kinds: Sequence[str],
+    per_event: int,
+    rng: random.Random,
+    random_every: int = 1,
+    margin: float = 0.0,
+) -> list[float]:
+    """``per_event`` random times inside each event of ``kinds``, then one random time in the
+    video (up to ``margin`` s before its end) per ``random_every`` of those (mostly background)."""
+    events = [e for e in world.events if e["kind"] in kinds]
+    times = [rng.uniform(e["start"], e["end"]) for e in events for _ in range(per_event)]
+    return times + [rng.uniform(0.0, world.duration - margin) for _ in range(len(times) // random_every)]
+
+
 def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[list[dict[str, Any]]]:
     """Caption chats from a folder of synthetic videos that no SFT row comes from: ``per_event``
     frames at random times inside every visual event, and as many frames at random times.
@@ -156,9 +171,7 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
             world = SynthWorld.for_media(path)
         except WorldError:
             continue
-        events = [e for e in world.events if e["kind"] in VISUAL_EVENTS]
-        times = [rng.uniform(e["start"], e["end"]) for e in events for _ in range(per_event)]
-        times += [rng.uniform(0.0, world.duration) for _ in range(len(times))]
+        times = event_times(world, VISUAL_EVENTS, per_event, rng)
         for frame in decoded_frames(path, times):
             label = round(frame.time, 2)
             prompt = frame_prompt(label, {"type": "image", "image": frame.image, "timestamp": label})

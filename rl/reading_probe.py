@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from envs.jsonl import write_atomic
 from omniagent.backends.synth_world import Item, SynthWorld, parse_observation
 
 READ_KINDS = ("shape", "digit", "word")
-TRAIN_PARTS = ("all", "vision")
+TRAIN_PARTS = ("all", "vision", "text")
 
 
 def held_out_frames(
@@ -103,14 +104,18 @@ def read_accuracy(
 
 
 def trainable_params(model: Any, part: str) -> list[Any]:
-    """The parameters a caption run trains: ``all``, or ``vision`` (``visual.*``, the encoder and
-    its merger) with the text model frozen, so an SFT agent learns to read without its turns changing."""
+    """The parameters a caption run trains: ``all``; ``vision`` (``visual.*``, the encoder and its
+    merger) with the text model frozen, so an SFT agent learns to read without its turns changing;
+    or ``text``, everything but the encoder, which is how SFT trains after the glyph stage
+    (``rl/glyph_pretrain.py``): can the text model learn to name what that encoder tells apart?"""
     from rl.sft_step import freeze_modules
 
     if part not in TRAIN_PARTS:
         raise ValueError(f"train part {part!r} is not one of {TRAIN_PARTS}")
     if part == "vision":
         freeze_modules(model, [name for name, _ in model.named_children() if name != "visual"])
+    elif part == "text":
+        freeze_modules(model, ["visual"])
     return [p for p in model.parameters() if p.requires_grad]
 
 
@@ -148,6 +153,19 @@ def train_captions(
     }
 
 
+def save_and_report(
+    model: Any, processor: Any, result: dict[str, Any], save: Path | None, out: Path | None
+) -> None:
+    """Save the trained agent as a complete folder (``save``), print ``result`` and write it as JSON (``out``)."""
+    if save:
+        from rl.checkpoint import save_checkpoint
+
+        save_checkpoint(model.eval(), processor, save)
+    print(json.dumps(result))
+    if out:
+        write_atomic(out, json.dumps(result, indent=2) + "\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rl.reading_probe", description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -167,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--train-part",
         choices=TRAIN_PARTS,
         default="all",
-        help="vision: train the encoder, freeze the text model",
+        help="vision: train the encoder, freeze the text model; text: the reverse",
     )
     p.add_argument("--event-share", type=float, default=0.5, help="share of caption frames showing an event")
     p.add_argument("--eval-every", type=int, default=0, help="also read the held-out frames every N steps")
@@ -195,14 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps:
         result.update(train_captions(model, args.train_data, processor, args, frames))
     result.update(read_accuracy(model, processor, frames))
-    if args.save:
-        from rl.checkpoint import save_checkpoint
-
-        save_checkpoint(model.eval(), processor, args.save)
-    print(json.dumps(result))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    save_and_report(model, processor, result, args.save, args.out)
     return 0
 
 

@@ -23,31 +23,34 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 4. ``build``: the untrained agent (``rl.tiny_agent``: tokenizer trained on the exported prompts;
    ``--vision-width``/``--vision-depth`` size its vision encoder);
    ``OUT/turn_tokens.json``: the teacher turns' token lengths against ``--max-new-tokens``.
-5. ``read`` (with ``--read-steps N``): N steps of single-frame captions alone from the untrained
+5. ``glyphs`` (with ``--glyph-steps N``): N steps in which the untrained agent's vision encoder alone
+   learns to classify digits, words, shapes and hues on shifted training and pool frames
+   (``rl/glyph_pretrain.py``), into ``OUT/init_glyphs``, where SFT then starts with it frozen.
+6. ``read`` (with ``--read-steps N``): N steps of single-frame captions alone from the untrained
    agent, the served frames and the pool's, into ``OUT/init_read`` (``rl.reading_probe``; its
    reading of held-out frames in ``OUT/reading.json``): where it learns to read values. With
    ``--read-keep vision`` SFT starts from the untrained agent with that vision encoder grafted in
    (``OUT/init_read_vision``) and frozen, so the text model is not the one captions bent.
-6. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
+7. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
    the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
    followed, with ``--caption-batch N``, by a batch of N single-frame captions
    (``rl/frame_captions.py``: where it learns to read a frame; README Train says why).
    With ``--event-steps`` the folder is ``OUT/agent_sft``, and
-7. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
+8. ``events``: ``--event-steps`` more full-context steps from it, each followed by a caption batch
    in which ``--event-share`` of the frames show an event (shape, digit, word, flash), into ``OUT/agent``.
    With ``--vision-read-steps`` the folder is ``OUT/agent_events``, and
-8. ``vision``: ``--vision-read-steps`` caption-only steps that train the last phase's vision encoder
+9. ``vision``: ``--vision-read-steps`` caption-only steps that train the last phase's vision encoder
    alone, the text model frozen (``rl.reading_probe --train-part vision``), into ``OUT/agent``: the
    agent learns to read values with its text model as SFT left it (README "Reading values").
-9. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
+10. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
-10. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
+11. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
-11. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
-12. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
+12. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+13. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
    of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
 
@@ -64,25 +67,11 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from envs.messages import message_text
+from rl.recipe_options import parse_args
 from rl.recipe_results import results_markdown, summarise
 from rl.synth_sets import blank_media, make_caption_pool, make_synth_set
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = (
-    "data",
-    "synth",
-    "export",
-    "build",
-    "read",
-    "sft",
-    "events",
-    "vision",
-    "probe",
-    "eval",
-    "scaling",
-    "ship",
-)
-DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 
 
 def _run(cmd: list[str], log: Path) -> None:
@@ -256,17 +245,23 @@ def grafted(args: argparse.Namespace) -> bool:
     return bool(args.read_steps) and args.read_keep == "vision"
 
 
+def base_init(args: argparse.Namespace) -> Path:
+    """The untrained agent, or with ``--glyph-steps`` the same agent with the glyph-trained encoder."""
+    return args.out / ("init_glyphs" if args.glyph_steps else "init")
+
+
 def sft_init(args: argparse.Namespace) -> Path:
-    """Phase 1 starts from the untrained agent, or with ``--read-steps`` from it after the read stage;
+    """Phase 1 starts from :func:`base_init`, or with ``--read-steps`` from it after the read stage;
     with ``--read-keep vision``, from the untrained agent with the read stage's vision encoder."""
     if not args.read_steps:
-        return args.out / "init"
+        return base_init(args)
     return args.out / ("init_read_vision" if grafted(args) else "init_read")
 
 
 def frozen(args: argparse.Namespace) -> list[str]:
-    """Modules SFT leaves as they are: the read stage's vision encoder when it alone was kept."""
-    return ["visual"] if grafted(args) else []
+    """Modules SFT leaves as they are: the read stage's vision encoder when it alone was kept, and
+    the glyph stage's when no read stage follows it."""
+    return ["visual"] if grafted(args) or (args.glyph_steps and not args.read_steps) else []
 
 
 def held_out_set(args: argparse.Namespace) -> Path:
@@ -285,7 +280,7 @@ def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
     model, steps, lr, save, out = (
         (phase_input(args, "vision"), args.vision_read_steps, args.vision_read_lr, phase_dir(args, "vision"),
          "reading_vision.json")
-        if vision else (args.out / "init", args.read_steps, args.lr, args.out / "init_read", "reading.json")
+        if vision else (base_init(args), args.read_steps, args.lr, args.out / "init_read", "reading.json")
     )  # fmt: skip
     return [
         sys.executable, "-m", "rl.reading_probe", "--model", str(model),
@@ -293,6 +288,20 @@ def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
         "--steps", str(steps), "--lr", str(lr), "--seed", str(args.seed),
         "--event-share", str(args.event_share), "--eval-dir", str(args.out / "synth_eval"),
         "--out", str(args.out / out), "--save", str(save), "--train-part", "vision" if vision else "all",
+    ]  # fmt: skip
+
+
+def glyph_command(args: argparse.Namespace) -> list[str]:
+    """The glyph stage (``--glyph-steps N``): the untrained agent's vision encoder alone learns to
+    classify digits, words, shapes and hues on the training and pool videos' frames
+    (``rl/glyph_pretrain.py``), into ``OUT/init_glyphs``; its held-out accuracy in ``OUT/glyphs.json``."""
+    if not args.caption_pool:
+        raise SystemExit("--glyph-steps needs --caption-pool: the training videos alone hold too few glyphs")
+    return [
+        sys.executable, "-m", "rl.glyph_pretrain", "--model", str(args.out / "init"),
+        "--media", str(args.out / "synth_train"), str(args.out / "caption_pool"),
+        "--eval-dir", str(args.out / "synth_eval"), "--steps", str(args.glyph_steps), "--lr", str(args.glyph_lr),
+        "--seed", str(args.seed), "--out", str(args.out / "glyphs.json"), "--save", str(base_init(args)),
     ]  # fmt: skip
 
 
@@ -348,6 +357,9 @@ def run_stages(args: argparse.Namespace) -> None:
             stats = turn_token_stats(parquet, out / "init", args.max_new_tokens)
             write_atomic(out / "turn_tokens.json", json.dumps(stats, indent=2))
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
+        elif stage == "glyphs" and args.glyph_steps and not (base_init(args) / "config.json").exists():
+            held_out_set(args)
+            _run(glyph_command(args), logs / "glyphs.log")
         elif stage == "read" and args.read_steps and not (sft_init(args) / "config.json").exists():
             held_out_set(args)
             if not (out / "init_read" / "config.json").exists():
@@ -384,100 +396,6 @@ def run_stages(args: argparse.Namespace) -> None:
 
             print(f"shipped: {ship_agent(out, vars(args))}", flush=True)
         print(f"stage {stage}: {time.monotonic() - start:.0f} s", flush=True)
-
-
-# (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
-OPTIONS: list[tuple[str, type, Any, str]] = [
-    ("--train-seed", int, 101, "synthetic training set seed"),
-    ("--eval-seed", int, 202, "held-out set seed (other videos and tasks)"),
-    ("--train-videos", int, 16, "training videos"),
-    ("--eval-videos", int, 4, "held-out videos"),
-    ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
-    ("--min-turns", int, 8, "teacher episodes draw their turn budget K from [min-turns, 16]"),
-    (
-        "--error-rate",
-        float,
-        0.0,
-        "teacher's chance of first answering in a wrong format (recovered; not a target)",
-    ),
-    ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
-    ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
-    ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
-    ("--option-thought", int, 0, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
-    ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
-    ("--text-warmup-batch", int, 16, "text warm-up batch size"),
-    (
-        "--warmup-observation-loss",
-        int,
-        1,
-        "1: the text warm-up trains the Observation too; 0: gives it, trains Thought and Action",
-    ),
-    ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
-    ("--caption-batch", int, 16, "single-frame captions after every SFT step (rl/frame_captions.py; 0: off)"),
-    ("--batch-size", int, 1, "full-context SFT batch size"),
-    ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
-    ("--warmup-steps", int, 30, "linear lr warm-up steps"),
-    ("--event-steps", int, 1000, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
-    ("--event-lr", float, 1e-3, "phase 2 learning rate (constant)"),
-    ("--event-share", float, 0.5, "phase 2: share of caption frames showing an event"),
-    (
-        "--event-percepts",
-        int,
-        0,
-        "phase 2: whole served runs of frames captioned per batch (rl/frame_captions.py)",
-    ),
-    ("--vision-width", int, 32, "the agent's vision encoder width (rl.tiny_agent.AgentSize)"),
-    ("--vision-depth", int, 2, "its layers"),
-    ("--caption-pool", int, 0, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
-    ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
-    ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
-    ("--read-keep", str, "all", "all: SFT starts from the read stage's agent; vision: its encoder alone"),
-    (
-        "--vision-read-steps",
-        int,
-        0,
-        "caption-only steps after SFT, vision encoder alone (needs --caption-pool)",
-    ),
-    ("--vision-read-lr", float, 2e-3, "their learning rate (constant)"),
-    ("--save-every", int, 100, "steps between resumable checkpoints"),
-    ("--seed", int, 0, "synthesis, build and SFT seed"),
-    ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),
-    ("--max-frames", int, 8, "frames per look, synthesis and eval"),
-    ("--max-clip-s", float, 10.0, "seconds per clip, synthesis and eval"),
-    ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
-    ("--max-answer-chars", int, 40, "characters in a free-form answer (synthetic ff answers are one word)"),
-    ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
-    (
-        "--constrained",
-        int,
-        1,
-        "1: the agent decodes under the env's turn schema (xgrammar); 0: free decoding",
-    ),
-]
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
-    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(DEFAULT_STAGES))
-    p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
-    for flag, kind, default, help_ in OPTIONS:
-        p.add_argument(flag, type=kind, default=default, help=help_)
-    p.add_argument(
-        "--scaling-ks",
-        type=lambda s: [int(x) for x in s.split(",")],
-        default=[2, 4, 8, 16],
-        help="turn budgets of the scaling stage",
-    )
-    p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
-    p.add_argument(
-        "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
-    )
-    args = p.parse_args(argv)
-    if args.read_keep not in ("all", "vision"):
-        p.error(f"--read-keep: 'all' or 'vision', not {args.read_keep!r}")
-    args.out = args.out.resolve()
-    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -367,4 +367,6 @@ def test_vision_only_reading_changes_the_encoder_and_not_one_text_weight(
     assert changed and all(n.startswith("visual.") for n in changed)
     assert any(n.startswith("visual.merger") for n in changed)  # the projection into the text model too
     with pytest.raises(ValueError, match="not one of"):
-        trainable_params(before, "text")
+        trainable_params(before, "audio")
+    text = {id(p) for p in trainable_params(before, "text")}  # the reverse: all but the encoder
+    assert text == {id(p) for n, p in before.named_parameters() if not n.startswith("visual.")}

@@ -1,0 +1,127 @@
+"""The tiny agent recipe's stages and settings (``python -m rl.tiny_recipe --help``), apart from the
+stages' code in :mod:`rl.tiny_recipe` so each stays short. Every setting is named once here, with
+its meaning, and recorded in the shipped agent's manifest."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = (
+    "The tiny agent's whole recipe in one command: data, teacher synthesis, SFT, held-out evaluation."
+)
+
+STAGES = (
+    "data",
+    "synth",
+    "export",
+    "build",
+    "glyphs",
+    "read",
+    "sft",
+    "events",
+    "vision",
+    "probe",
+    "eval",
+    "scaling",
+    "ship",
+)
+DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
+
+
+# (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
+OPTIONS: list[tuple[str, type, Any, str]] = [
+    ("--train-seed", int, 101, "synthetic training set seed"),
+    ("--eval-seed", int, 202, "held-out set seed (other videos and tasks)"),
+    ("--train-videos", int, 16, "training videos"),
+    ("--eval-videos", int, 4, "held-out videos"),
+    ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
+    ("--min-turns", int, 8, "teacher episodes draw their turn budget K from [min-turns, 16]"),
+    (
+        "--error-rate",
+        float,
+        0.0,
+        "teacher's chance of first answering in a wrong format (recovered; not a target)",
+    ),
+    ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
+    ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
+    ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
+    ("--option-thought", int, 0, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
+    ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
+    ("--text-warmup-batch", int, 16, "text warm-up batch size"),
+    (
+        "--warmup-observation-loss",
+        int,
+        1,
+        "1: the text warm-up trains the Observation too; 0: gives it, trains Thought and Action",
+    ),
+    ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
+    ("--caption-batch", int, 16, "single-frame captions after every SFT step (rl/frame_captions.py; 0: off)"),
+    ("--batch-size", int, 1, "full-context SFT batch size"),
+    ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
+    ("--warmup-steps", int, 30, "linear lr warm-up steps"),
+    ("--event-steps", int, 1000, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
+    ("--event-lr", float, 1e-3, "phase 2 learning rate (constant)"),
+    ("--event-share", float, 0.5, "phase 2: share of caption frames showing an event"),
+    (
+        "--event-percepts",
+        int,
+        0,
+        "phase 2: whole served runs of frames captioned per batch (rl/frame_captions.py)",
+    ),
+    ("--vision-width", int, 32, "the agent's vision encoder width (rl.tiny_agent.AgentSize)"),
+    ("--vision-depth", int, 2, "its layers"),
+    ("--caption-pool", int, 0, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
+    ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
+    ("--glyph-steps", int, 0, "vision encoder classification steps before SFT (rl/glyph_pretrain.py)"),
+    ("--glyph-lr", float, 2e-3, "their learning rate (constant)"),
+    ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
+    ("--read-keep", str, "all", "all: SFT starts from the read stage's agent; vision: its encoder alone"),
+    (
+        "--vision-read-steps",
+        int,
+        0,
+        "caption-only steps after SFT, vision encoder alone (needs --caption-pool)",
+    ),
+    ("--vision-read-lr", float, 2e-3, "their learning rate (constant)"),
+    ("--save-every", int, 100, "steps between resumable checkpoints"),
+    ("--seed", int, 0, "synthesis, build and SFT seed"),
+    ("--max-new-tokens", int, 384, "generation limit (see OUT/turn_tokens.json)"),
+    ("--max-frames", int, 8, "frames per look, synthesis and eval"),
+    ("--max-clip-s", float, 10.0, "seconds per clip, synthesis and eval"),
+    ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
+    ("--max-answer-chars", int, 40, "characters in a free-form answer (synthetic ff answers are one word)"),
+    ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
+    (
+        "--constrained",
+        int,
+        1,
+        "1: the agent decodes under the env's turn schema (xgrammar); 0: free decoding",
+    ),
+]
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=DESCRIPTION)
+    p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(DEFAULT_STAGES))
+    p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
+    for flag, kind, default, help_ in OPTIONS:
+        p.add_argument(flag, type=kind, default=default, help=help_)
+    p.add_argument(
+        "--scaling-ks",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[2, 4, 8, 16],
+        help="turn budgets of the scaling stage",
+    )
+    p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
+    p.add_argument(
+        "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
+    )
+    args = p.parse_args(argv)
+    if args.read_keep not in ("all", "vision"):
+        p.error(f"--read-keep: 'all' or 'vision', not {args.read_keep!r}")
+    args.out = args.out.resolve()
+    return args

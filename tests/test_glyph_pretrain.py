@@ -1,0 +1,113 @@
+"""Glyph pretraining (rl/glyph_pretrain.py): each frame's labels are the synthetic world's, the shift
+moves the picture and never the frame-index barcode, training lowers the heads' loss while changing
+the vision encoder alone, and the saved folder is a complete agent. Also the recipe's glyph stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from envs.synth import generate_benchmark
+from envs.synth.barcode import barcode_height, decode_frame_index
+from omniagent.backends.synth_world import SynthWorld
+from rl.glyph_pretrain import LABELS, frame_labels, labelled_frames, shifted
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("glyphs")
+    generate_benchmark(out, seed=23, n_videos=2, durations=[20.0], config={"n_events": 4}, split="train")
+    return out
+
+
+def test_labels_are_the_worlds_items_for_every_sampled_frame(media: Path) -> None:
+    frames = labelled_frames([media], seed=4)
+    worlds = [SynthWorld.for_media(p) for p in sorted(media.glob("*.mp4"))]
+    glyphs = sum(1 for w in worlds for e in w.events if e["kind"] in ("shape", "digit", "word"))
+    assert len(frames) == 4 * glyphs  # three inside each glyph, a third as many at random times
+    shown = {name: sum(1 for _, lab in frames if lab[name]) for name in ("digit", "word", "shape")}
+    assert sum(shown.values()) >= 3 * glyphs - 2  # on the frames drawn inside it (bar an edge frame)
+    for _, lab in frames:
+        assert (lab["shape"] == 0) == (lab["color"] == 0)
+    items = worlds[0].frame(
+        next(e for e in worlds[0].events if e["kind"] in ("digit", "word", "shape"))["start"]
+    )
+    lab = frame_labels(items)
+    for item in items:
+        if item.kind in ("digit", "word"):
+            assert LABELS[item.kind][lab[item.kind]] == item.value
+        elif item.kind == "shape":
+            assert f"{LABELS['color'][lab['color']]} {LABELS['shape'][lab['shape']]}" == item.value
+        elif item.kind == "background":
+            assert LABELS["hue"][lab["hue"]] == item.value
+    assert [lab for _, lab in labelled_frames([media], seed=4)] == [lab for _, lab in frames]
+    with pytest.raises(SystemExit, match="no synthetic video"):
+        labelled_frames([media / "missing"], seed=0)
+
+
+def test_the_shift_rolls_the_picture_and_keeps_the_barcode(media: Path) -> None:
+    image = labelled_frames([media], seed=4)[0][0]
+    rows = image.shape[0] - barcode_height(image.shape[0])
+    rng = np.random.default_rng(0)
+    outs = [shifted(image, rng) for _ in range(8)]
+    for out in outs:
+        assert out.shape == image.shape and np.array_equal(out[rows:], image[rows:])
+        assert decode_frame_index(out) == decode_frame_index(image)
+        assert any(np.array_equal(out[:rows], np.roll(image[:rows], (dy, dx), axis=(0, 1)))
+                   for dy in range(-12, 13) for dx in range(-30, 31))  # fmt: skip
+    assert sum(not np.array_equal(out, image) for out in outs) >= 6
+
+
+def test_training_lowers_the_loss_and_changes_only_the_encoder(media: Path, tmp_path: Path) -> None:
+    from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
+
+    from omniagent.checkpoint import check_checkpoint
+    from omniagent.tiny_model import build_tiny_thinker
+    from rl.glyph_pretrain import main
+
+    build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
+    before = Thinker.from_pretrained(tmp_path / "tiny", dtype=torch.float32)
+    out = tmp_path / "glyphs.json"
+    assert main(["--model", str(tmp_path / "tiny"), "--media", str(media), "--eval-dir", str(media),
+                 "--steps", "120", "--batch-size", "8", "--lr", "3e-3", "--out", str(out),
+                 "--save", str(tmp_path / "seen")]) == 0  # fmt: skip
+    res = json.loads(out.read_text())
+    assert res["final_loss"] < res["first_loss"]
+    assert set(res["frames"]) == set(LABELS) and res["frames"]["hue"] > 0
+    assert all(lo <= res[k] <= hi for k, (lo, hi) in res["ci95"].items())
+    check_checkpoint(tmp_path / "seen")
+    after = dict(Thinker.from_pretrained(tmp_path / "seen", dtype=torch.float32).named_parameters())
+    changed = {n for n, p in before.named_parameters() if not torch.equal(p, after[n])}
+    assert any(n.startswith("visual.merger") for n in changed)
+    assert changed and all(n.startswith("visual.") for n in changed)
+
+
+def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path) -> None:
+    from rl.tiny_recipe import glyph_command, parse_args, read_command, sft_command
+
+    args = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7"])
+    cmd = glyph_command(args)
+    arg = {k: cmd[cmd.index(k) + 1] for k in ("--model", "--save", "--steps", "--out", "--eval-dir")}
+    assert arg == {"--model": str(tmp_path / "init"), "--save": str(tmp_path / "init_glyphs"), "--steps": "7",
+                   "--out": str(tmp_path / "glyphs.json"), "--eval-dir": str(tmp_path / "synth_eval")}  # fmt: skip
+    assert cmd[cmd.index("--media") + 1 : cmd.index("--media") + 3] == [
+        str(tmp_path / "synth_train"),
+        str(tmp_path / "caption_pool"),
+    ]
+    sft = sft_command(args)
+    assert f"model.path={tmp_path / 'init_glyphs'}" in sft and "omni_sft.freeze=[visual]" in sft
+    read = parse_args(
+        ["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--read-steps", "3"]
+    )
+    assert read_command(read)[read_command(read).index("--model") + 1] == str(tmp_path / "init_glyphs")
+    assert "omni_sft.freeze=[]" in sft_command(read)  # the read stage's whole agent trains on
+    plain = parse_args(["--out", str(tmp_path), "--caption-pool", "2"])
+    assert f"model.path={tmp_path / 'init'}" in sft_command(plain) and "omni_sft.freeze=[]" in sft_command(
+        plain
+    )
+    with pytest.raises(SystemExit, match="needs --caption-pool"):
+        glyph_command(parse_args(["--out", str(tmp_path), "--glyph-steps", "7"]))
