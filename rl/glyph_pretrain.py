@@ -3,8 +3,8 @@ by classification, before any caption asks it to name them.
 
 Why (measured, README "Reading values"): trained by captions alone, the tiny agent's vision encoder
 (32 wide, 2 layers, 14 px patches) names the kind of event but reads a digit at chance even after
-10000 caption steps, while a three-layer CNN trained on the same frames reads 0.8 of held-out
-digits in 1500 steps. Two things were missing. A caption gives the encoder one token's gradient per
+10000 caption steps, while classified directly it reads most of them (README "Glyph pretraining").
+Two things were missing, we believe (one-off checks, not results). A caption gives the encoder one token's gradient per
 frame, passed back through a text model that is itself still learning; and the encoder, which has
 no built-in translation invariance, sees each of a few thousand glyphs at one position only, so it
 learns the frames by heart. Here every frame trains five linear heads at once (which digit, which
