@@ -11,8 +11,12 @@ learns the frames by heart. Here every frame trains five linear heads at once (w
 word, which shape and colour, which background hue) straight on the encoder's output tokens, and
 every frame is shifted by a random offset each time it is drawn.
 
-Each head scores every output token of a frame and pools the scores with log-sum-exp, so a label
-must be readable from the tokens where the glyph is, which is how the text model attends to them.
+Each head scores every output token of a frame and pools the scores over the frame, by log-sum-exp
+(``--pool lse``, the default: a label need only be readable from the tokens where the glyph is) or
+by their mean (``--pool mean``: readable from the frame's average token, spread over the frame the
+way the background hue is, which the text model names from the first SFT steps). Measured (README,
+"Glyph pretraining"): the mean learns digits far more slowly, so the recipe keeps log-sum-exp and
+teaches the text model to name what the encoder sees with a read stage instead.
 The heads are thrown away after training; the saved folder is the agent with the new encoder, the
 text model untouched (``rl.tiny_recipe --glyph-steps N``: SFT then starts from it with the encoder
 frozen).
@@ -94,12 +98,19 @@ def shifted(image: np.ndarray, rng: np.random.Generator, max_shift: tuple[int, i
     return out
 
 
-class GlyphHeads:
-    """Linear heads on the encoder's output tokens, each pooled over a frame by log-sum-exp."""
+POOLS = ("lse", "mean")
 
-    def __init__(self, width: int) -> None:
+
+class GlyphHeads:
+    """Linear heads on the encoder's output tokens, each pooled over a frame (``pool``: log-sum-exp
+    of the token scores, or their mean)."""
+
+    def __init__(self, width: int, pool: str = "lse") -> None:
         import torch
 
+        if pool not in POOLS:
+            raise ValueError(f"pool {pool!r} is not one of {POOLS}")
+        self.pool = pool
         self.heads = torch.nn.ModuleDict({k: torch.nn.Linear(width, len(v)) for k, v in LABELS.items()})
 
     def __call__(self, visual: Any, pixel_values: Any, grid_thw: Any) -> dict[str, Any]:
@@ -108,6 +119,8 @@ class GlyphHeads:
         tokens = visual(pixel_values, grid_thw=grid_thw).pooler_output
         per_frame = int(grid_thw[0].prod()) // visual.spatial_merge_unit
         tokens = tokens.reshape(grid_thw.shape[0], per_frame, -1)
+        if self.pool == "mean":
+            return {k: head(tokens).mean(dim=1) for k, head in self.heads.items()}
         return {k: torch.logsumexp(head(tokens), dim=1) for k, head in self.heads.items()}
 
 
@@ -158,7 +171,7 @@ def train_glyphs(
     import torch
 
     visual = model.visual
-    heads = GlyphHeads(visual.merger.mlp[-1].out_features)
+    heads = GlyphHeads(visual.merger.mlp[-1].out_features, args.pool)
     params = [*visual.parameters(), *heads.heads.parameters()]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     rng = np.random.default_rng(args.seed)
@@ -194,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--pool", choices=POOLS, default="lse", help="how a head pools its token scores per frame")
     p.add_argument("--eval-every", type=int, default=0, help="held-out accuracy every N steps too")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="write the result here as JSON")
@@ -213,7 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     frames = labelled_frames(args.media, args.seed)
     held_out = labelled_frames(args.eval_dir, args.seed + 1, per_event=1) if args.eval_dir else None
     heads, result = train_glyphs(model, processor, frames, args, held_out)
-    result = {"model": args.model, "media": args.media, "steps": args.steps, "lr": args.lr, **result}
+    result = {
+        "model": args.model,
+        "media": args.media,
+        "steps": args.steps,
+        "lr": args.lr,
+        "pool": args.pool,
+        **result,
+    }
     if held_out:
         result.update(accuracy(model.visual, heads, processor, held_out))
     save_and_report(model, processor, result, args.save, args.out)

@@ -173,7 +173,7 @@ def run_local(cfg: Any) -> list[float]:
             model, tokenizer, list(files) if not isinstance(files, str) else [files], int(warm.steps),
             int(warm.get("batch_size") or 16), float(warm.get("lr") or base_lr), int(cfg.trainer.seed),
             float(cfg.optim.clip_grad), int(local.get("log_every") or 0),
-            bool(warm.observation_loss),  # conf/sft/sft.yaml holds its default
+            bool(warm.observation_loss), int(warm.get("option_shuffles") or 0),  # defaults: conf/sft/sft.yaml
         )  # fmt: skip
     steps, bs, n = int(local.steps), int(local.batch_size), len(dataset)
     captions = _caption_batches(dataset, local, int(cfg.trainer.seed))

@@ -49,6 +49,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
     ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
     ("--option-thought", int, 0, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
+    ("--option-shuffles", int, 0, "text warm-up: each such answer turn N more times, options reordered"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     (
@@ -77,6 +78,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
     ("--glyph-steps", int, 0, "vision encoder classification steps before SFT (rl/glyph_pretrain.py)"),
     ("--glyph-lr", float, 2e-3, "their learning rate (constant)"),
+    ("--glyph-pool", str, "lse", "how each glyph head pools its token scores over a frame: lse or mean"),
     ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
     ("--read-keep", str, "all", "all: SFT starts from the read stage's agent; vision: its encoder alone"),
     (

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,15 +59,51 @@ def _split_target(tokenizer: Any, reply: str, observation_loss: bool) -> tuple[l
     return ids[:cut], ids[cut:]
 
 
+_OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$")
+_ANSWER_LETTER = re.compile(r'"content": "([A-Z])"')
+
+
+def reorder_options(task: str, reply: str, rng: random.Random) -> tuple[str, str] | None:
+    """``task`` with its options (``envs.prompts.question_prompt``'s ``Options:`` lines) in a random
+    order and ``reply`` with the chosen letter moved along, in its Thought (``'7 is option C.'``,
+    ``Answer: "C"``) and its answer; None unless the reply answers by naming an option that way.
+
+    Why: a few dozen multiple-choice answer turns, each with one fixed order, let the agent learn
+    which letter is usually right rather than where the value it saw stands among the options."""
+    lines = task.split("\n")
+    if "Options:" not in lines or not (found := _ANSWER_LETTER.search(reply)):
+        return None
+    start = end = lines.index("Options:") + 1
+    while end < len(lines) and _OPTION_LINE.match(lines[end]):
+        end += 1
+    texts = [_OPTION_LINE.match(line).group(2) for line in lines[start:end]]  # type: ignore[union-attr]
+    old = found.group(1)
+    if ord(old) - ord("A") >= len(texts) or f"is option {old}." not in reply:
+        return None
+    order = rng.sample(range(len(texts)), len(texts))
+    new = chr(ord("A") + order.index(ord(old) - ord("A")))
+    lines[start:end] = [f"{chr(ord('A') + i)}. {texts[j]}" for i, j in enumerate(order)]
+    for before, after in ((f"is option {old}.", f"is option {new}."), (f'Answer: \\"{old}\\"', f'Answer: \\"{new}\\"'),
+                          (found.group(0), f'"content": "{new}"')):  # fmt: skip
+        reply = reply.replace(before, after)
+    return "\n".join(lines), reply
+
+
 def short_turns(
-    parquet_files: Sequence[str | Path], tokenizer: Any, observation_loss: bool = True
+    parquet_files: Sequence[str | Path],
+    tokenizer: Any,
+    observation_loss: bool = True,
+    option_shuffles: int = 0,
+    seed: int = 0,
 ) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, target ids) per exported SFT row: the task message (question, options) and the
     turn's latest user message (percept header or error, turn counter) as one user message, then
     the teacher's reply closed by ``<|im_end|>``; without ``observation_loss`` the reply's Observation
-    ends the prompt and the target starts at its Thought."""
+    ends the prompt and the target starts at its Thought. Each answer turn that names an option
+    comes ``option_shuffles`` more times with the options reordered (:func:`reorder_options`)."""
     import pyarrow.parquet as pq
 
+    rng = random.Random(seed)
     out = []
     for path in parquet_files:
         for raw in pq.read_table(str(path), columns=["messages"]).column("messages").to_pylist():
@@ -74,11 +111,15 @@ def short_turns(
             if len(messages) < 3 or messages[-1].get("role") != "assistant":
                 raise ValueError(f"{path}: an SFT row must end with the assistant's turn")
             task = next(message_text(m) for m in messages if m["role"] == "user")
-            latest = message_text(messages[-2])
-            prompt = f"<|im_start|>user\n{task}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
-            ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            given, target = _split_target(tokenizer, message_text(messages[-1]), observation_loss)
-            out.append((list(ids) + given, target))
+            latest, reply = message_text(messages[-2]), message_text(messages[-1])
+            variants = [(task, reply)]
+            while 0 < len(variants) <= option_shuffles and (moved := reorder_options(task, reply, rng)):
+                variants.append(moved)
+            for task_text, reply_text in variants:
+                prompt = f"<|im_start|>user\n{task_text}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
+                ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+                given, target = _split_target(tokenizer, reply_text, observation_loss)
+                out.append((list(ids) + given, target))
     return out
 
 
@@ -107,10 +148,11 @@ def run_text_warmup(
     clip: float = 1.0,
     log_every: int = 0,
     observation_loss: bool = True,
+    option_shuffles: int = 0,
 ) -> list[float]:
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer, constant ``lr``);
     returns the loss before each step."""
-    samples = short_turns(parquet_files, tokenizer, observation_loss)
+    samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

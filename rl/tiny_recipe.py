@@ -28,12 +28,14 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    (``rl/glyph_pretrain.py``), into ``OUT/init_glyphs``, where SFT then starts with it frozen.
 6. ``read`` (with ``--read-steps N``): N steps of single-frame captions alone from the untrained
    agent, the served frames and the pool's, into ``OUT/init_read`` (``rl.reading_probe``; its
-   reading of held-out frames in ``OUT/reading.json``): where it learns to read values. With
+   reading of held-out frames in ``OUT/reading.json``): where it learns to read values. After the
+   glyph stage only its text model trains, and the encoder stays frozen through SFT too. With
    ``--read-keep vision`` SFT starts from the untrained agent with that vision encoder grafted in
    (``OUT/init_read_vision``) and frozen, so the text model is not the one captions bent.
 7. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``rl/text_warmup.py``: where
-   the agent learns to copy numbers), then ``--steps`` full-context turns with their media, each
+   the agent learns to copy numbers; ``--option-shuffles N`` adds each answer turn that names an
+   option N more times with the options reordered), then ``--steps`` full-context turns with their media, each
    followed, with ``--caption-batch N``, by a batch of N single-frame captions
    (``rl/frame_captions.py``: where it learns to read a frame; README Train says why).
    With ``--event-steps`` the folder is ``OUT/agent_sft``, and
@@ -260,8 +262,15 @@ def sft_init(args: argparse.Namespace) -> Path:
 
 def frozen(args: argparse.Namespace) -> list[str]:
     """Modules SFT leaves as they are: the read stage's vision encoder when it alone was kept, and
-    the glyph stage's when no read stage follows it."""
-    return ["visual"] if grafted(args) or (args.glyph_steps and not args.read_steps) else []
+    the glyph stage's (which a read stage after it does not train either)."""
+    return ["visual"] if grafted(args) or args.glyph_steps else []
+
+
+def read_part(args: argparse.Namespace, vision: bool) -> str:
+    """What a read stage trains (``rl.reading_probe --train-part``): the encoder alone after SFT; the
+    text model alone on a glyph-trained encoder, so it learns to name what that encoder tells apart;
+    else the whole untrained agent."""
+    return "vision" if vision else "text" if args.glyph_steps else "all"
 
 
 def held_out_set(args: argparse.Namespace) -> Path:
@@ -272,7 +281,7 @@ def held_out_set(args: argparse.Namespace) -> Path:
 def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
     """A read stage: single-frame captions alone (``rl.reading_probe``: the served training frames and
     ``--caption-pool`` videos), with the reading of the held-out videos' frames as JSON. ``read``
-    (``--read-steps N``) trains the whole untrained agent into ``OUT/init_read`` (``OUT/reading.json``);
+    (``--read-steps N``) trains the untrained agent (:func:`read_part`) into ``OUT/init_read`` (``OUT/reading.json``);
     ``vision`` (``--vision-read-steps N``) trains the last phase's vision encoder alone into
     ``OUT/agent`` (``OUT/reading_vision.json``), so its turns stay the ones SFT taught."""
     if not args.caption_pool:
@@ -287,7 +296,7 @@ def read_command(args: argparse.Namespace, vision: bool = False) -> list[str]:
         "--train-data", str(args.out / "sft_data" / "train.parquet"), "--pool", str(args.out / "caption_pool"),
         "--steps", str(steps), "--lr", str(lr), "--seed", str(args.seed),
         "--event-share", str(args.event_share), "--eval-dir", str(args.out / "synth_eval"),
-        "--out", str(args.out / out), "--save", str(save), "--train-part", "vision" if vision else "all",
+        "--out", str(args.out / out), "--save", str(save), "--train-part", read_part(args, vision),
     ]  # fmt: skip
 
 
@@ -301,7 +310,7 @@ def glyph_command(args: argparse.Namespace) -> list[str]:
         sys.executable, "-m", "rl.glyph_pretrain", "--model", str(args.out / "init"),
         "--media", str(args.out / "synth_train"), str(args.out / "caption_pool"),
         "--eval-dir", str(args.out / "synth_eval"), "--steps", str(args.glyph_steps), "--lr", str(args.glyph_lr),
-        "--seed", str(args.seed), "--out", str(args.out / "glyphs.json"), "--save", str(base_init(args)),
+        "--pool", args.glyph_pool, "--seed", str(args.seed), "--out", str(args.out / "glyphs.json"), "--save", str(base_init(args)),
     ]  # fmt: skip
 
 
@@ -315,6 +324,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         "omni_sft.local.cosine=true", f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
         f"omni_sft.local.text_warmup.observation_loss={bool(args.warmup_observation_loss)}",
+        f"omni_sft.local.text_warmup.option_shuffles={args.option_shuffles}",
     ]  # fmt: skip
 
 

@@ -86,12 +86,48 @@ def test_training_lowers_the_loss_and_changes_only_the_encoder(media: Path, tmp_
     assert changed and all(n.startswith("visual.") for n in changed)
 
 
+def test_mean_pooling_scores_a_frame_by_its_average_token(tmp_path: Path) -> None:
+    from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
+
+    from omniagent.tiny_model import build_tiny_thinker
+    from rl.glyph_pretrain import GlyphHeads, _pixels
+    from rl.sft_dataset import load_processor
+
+    build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
+    visual = Thinker.from_pretrained(tmp_path / "tiny", dtype=torch.float32).visual.eval()
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (90, 160, 3), dtype=np.uint8) for _ in range(2)]
+    pixels, grid = _pixels(load_processor(tmp_path / "tiny"), images)
+    lse, mean = (
+        GlyphHeads(visual.merger.mlp[-1].out_features),
+        GlyphHeads(visual.merger.mlp[-1].out_features, "mean"),
+    )
+    mean.heads.load_state_dict(lse.heads.state_dict())
+    with torch.no_grad():
+        tokens = visual(pixels, grid_thw=grid).pooler_output.reshape(
+            2, -1, visual.merger.mlp[-1].out_features
+        )
+        by_lse, by_mean = lse(visual, pixels, grid), mean(visual, pixels, grid)
+        for name, head in lse.heads.items():
+            per_token = head(tokens)
+            assert torch.allclose(by_mean[name], per_token.mean(dim=1), atol=1e-5)
+            assert torch.allclose(by_lse[name], torch.logsumexp(per_token, dim=1), atol=1e-5)
+            assert (by_lse[name] > by_mean[name]).all()  # log-sum-exp exceeds the mean of several tokens
+    with pytest.raises(ValueError, match="pool 'max' is not one of"):
+        GlyphHeads(8, "max")
+
+
 def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path) -> None:
     from rl.tiny_recipe import glyph_command, parse_args, read_command, sft_command
 
     args = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7"])
     cmd = glyph_command(args)
     arg = {k: cmd[cmd.index(k) + 1] for k in ("--model", "--save", "--steps", "--out", "--eval-dir")}
+    assert cmd[cmd.index("--pool") + 1] == "lse"
+    mean = parse_args(
+        ["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--glyph-pool", "mean"]
+    )
+    assert glyph_command(mean)[glyph_command(mean).index("--pool") + 1] == "mean"
     assert arg == {"--model": str(tmp_path / "init"), "--save": str(tmp_path / "init_glyphs"), "--steps": "7",
                    "--out": str(tmp_path / "glyphs.json"), "--eval-dir": str(tmp_path / "synth_eval")}  # fmt: skip
     assert cmd[cmd.index("--media") + 1 : cmd.index("--media") + 3] == [
@@ -104,7 +140,12 @@ def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path
         ["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--read-steps", "3"]
     )
     assert read_command(read)[read_command(read).index("--model") + 1] == str(tmp_path / "init_glyphs")
-    assert "omni_sft.freeze=[]" in sft_command(read)  # the read stage's whole agent trains on
+    assert "omni_sft.freeze=[visual]" in sft_command(read)  # the glyph encoder stays as it is
+    assert read_command(read)[read_command(read).index("--train-part") + 1] == "text"
+    assert (
+        read_command(parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"]))[-1]
+        == "all"
+    )
     plain = parse_args(["--out", str(tmp_path), "--caption-pool", "2"])
     assert f"model.path={tmp_path / 'init'}" in sft_command(plain) and "omni_sft.freeze=[]" in sft_command(
         plain

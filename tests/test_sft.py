@@ -332,6 +332,27 @@ def test_local_mode_trains_through_the_dataset_class(compose_sft: Any, parquet: 
     assert len(losses) == 2 and losses[1] < losses[0]
 
 
+def test_the_text_warmup_gets_its_option_shuffles_from_the_config(
+    compose_sft: Any, parquet: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rl.text_warmup
+    from rl.train_sft import launch
+
+    assert compose_sft(["+exp=tiny"]).omni_sft.local.text_warmup.option_shuffles == 0
+    seen, real = [], rl.text_warmup.short_turns
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(args[3:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rl.text_warmup, "short_turns", spy)
+    cfg = compose_sft(["+exp=tiny", f"model.path={tiny_dir}", f"data.train_files={parquet}",
+                       "omni_sft.local.steps=1", "omni_sft.local.max_samples=1", "omni_sft.local.text_warmup.steps=1",
+                       "omni_sft.local.text_warmup.option_shuffles=3", "trainer.seed=5"])  # fmt: skip
+    assert len(launch(cfg)) == 1
+    assert seen == [(3, 5)]  # option shuffles, seeded by the run's seed
+
+
 @pytest.mark.slow
 def test_freeze_patch_wraps_verl_engine(
     compose_sft: Any, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from rl.text_warmup import collate_text, observation_end, run_text_warmup, short_turns
+from envs.media import MediaInfo
+from envs.prompts import question_prompt
+from rl.text_warmup import collate_text, observation_end, reorder_options, run_text_warmup, short_turns
 
 SYSTEM = "You answer a question about a long video. " * 20
 TASK = "Media: duration 60.00 s.\nQuestion: Which digit is shown on screen at about 57 s?"
@@ -112,3 +115,59 @@ def test_a_row_without_an_assistant_turn_is_refused(tmp_path: Path, tiny: tuple)
     pd.DataFrame({"messages": [json.dumps(r) for r in rows]}).to_parquet(path)
     with pytest.raises(ValueError, match="must end with the assistant"):
         short_turns([path], tiny[1].tokenizer)
+
+
+CHOICES = ["4", "8", "7", "1"]
+OPTION_TASK = (
+    question_prompt(
+        "Which digit is shown on screen at about 57 s?",
+        CHOICES,
+        MediaInfo(path="v.mp4", duration=60.0, has_video=True, has_audio=True, fps=5.0, width=160, height=90),
+    )
+    + "\n[Turn 1 of 13; 12 more after this one.]"
+)
+OPTION_REPLY = json.dumps(
+    {
+        "observation": "Frame 57.00s: blue background, the digit 7.",
+        "thought": 'I saw the digit 7 at 57.00s. 7 is option C. Answer: "C".',
+        "action": {"type": "answer", "content": "C"},
+    }
+)
+
+
+def _options(task: str) -> dict[str, str]:
+    return dict(line.split(". ", 1) for line in task.split("\n") if line[:1].isupper() and line[1:3] == ". ")
+
+
+def test_reordered_options_move_the_answer_letter_with_the_value() -> None:
+    rng, letters_seen = random.Random(0), set()
+    for _ in range(40):
+        task, reply = reorder_options(OPTION_TASK, OPTION_REPLY, rng)
+        options, parsed = _options(task), json.loads(reply)
+        letter = parsed["action"]["content"]
+        letters_seen.add(letter)
+        assert sorted(options.values()) == sorted(CHOICES) and list(options) == ["A", "B", "C", "D"]
+        assert options[letter] == "7"  # the value the agent saw stays the answer
+        assert parsed["thought"] == f'I saw the digit 7 at 57.00s. 7 is option {letter}. Answer: "{letter}".'
+        assert parsed["observation"] == "Frame 57.00s: blue background, the digit 7."
+        assert task.split("Options:")[0] == OPTION_TASK.split("Options:")[0]
+        assert task.endswith("[Turn 1 of 13; 12 more after this one.]")
+    assert letters_seen == {"A", "B", "C", "D"}
+
+
+def test_only_answers_that_name_an_option_are_reordered(tmp_path: Path, tiny: tuple) -> None:
+    rng = random.Random(0)
+    assert reorder_options(TASK, TARGET, rng) is None  # no options in the task
+    assert reorder_options(OPTION_TASK, TARGET, rng) is None  # "Answer: C." names no option
+    assert reorder_options(OPTION_TASK, OPTION_REPLY.replace("is option C", "is option E"), rng) is None
+    path = tmp_path / "rows.parquet"
+    rows = [[{"role": "user", "content": OPTION_TASK}, {"role": "assistant", "content": '{"observation": "none"}'},
+             {"role": "user", "content": LATEST}, {"role": "assistant", "content": reply}]
+            for reply in (OPTION_REPLY, TARGET)]  # fmt: skip
+    pd.DataFrame({"messages": [json.dumps(r) for r in rows]}).to_parquet(path)
+    tok = tiny[1].tokenizer
+    assert len(short_turns([path], tok)) == 2
+    samples = short_turns([path], tok, option_shuffles=3, seed=1)
+    assert len(samples) == 5  # the option answer 1 + 3 times, the other once
+    assert len({tuple(prompt) for prompt, _ in samples[:4]}) > 1
+    assert samples[4] == short_turns([path], tok)[1]

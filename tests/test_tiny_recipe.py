@@ -172,6 +172,9 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
     given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
+    assert "omni_sft.local.text_warmup.option_shuffles=0" in sft_command(plain)
+    shuffled = parse_args(["--out", str(tmp_path), "--option-shuffles", "8"])
+    assert "omni_sft.local.text_warmup.option_shuffles=8" in sft_command(shuffled)
 
 
 def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path) -> None:
