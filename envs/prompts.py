@@ -73,10 +73,13 @@ def question_prompt(question: str, choices: list[str] | None, info: MediaInfo) -
         facts.append("no video stream (audio only)")
     text = f"Media: {', '.join(facts)}.\nQuestion: {question}"
     if choices:
-        text += "\nOptions:\n" + "\n".join(
-            f"{letter}. {c}" for letter, c in zip(letters(len(choices)), choices, strict=True)
-        )
+        text += "\nOptions:\n" + "\n".join(option_lines(choices))
     return text
+
+
+def option_lines(choices: list[str]) -> list[str]:
+    """The question's option lines, ``A. red`` and so on, in the order given."""
+    return [f"{letter}. {c}" for letter, c in zip(letters(len(choices)), choices, strict=True)]
 
 
 def turn_notice(turn: int, max_turns: int) -> str:

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 
 from envs.messages import message_text
+from envs.prompts import option_lines
+from envs.scoring import letters
 from rl.sft_step import optimizer_step
 
 OBSERVATION_PREFIX = '{"observation": '  # a reply in the turn schema's key order opens with it
@@ -77,12 +79,12 @@ def reorder_options(task: str, reply: str, rng: random.Random) -> tuple[str, str
     while end < len(lines) and _OPTION_LINE.match(lines[end]):
         end += 1
     texts = [_OPTION_LINE.match(line).group(2) for line in lines[start:end]]  # type: ignore[union-attr]
-    old = found.group(1)
-    if ord(old) - ord("A") >= len(texts) or f"is option {old}." not in reply:
+    old, abc = found.group(1), letters(len(texts))
+    if old not in abc or f"is option {old}." not in reply:
         return None
     order = rng.sample(range(len(texts)), len(texts))
-    new = chr(ord("A") + order.index(ord(old) - ord("A")))
-    lines[start:end] = [f"{chr(ord('A') + i)}. {texts[j]}" for i, j in enumerate(order)]
+    new = abc[order.index(abc.index(old))]
+    lines[start:end] = option_lines([texts[j] for j in order])
     for before, after in ((f"is option {old}.", f"is option {new}."), (f'Answer: \\"{old}\\"', f'Answer: \\"{new}\\"'),
                           (found.group(0), f'"content": "{new}"')):  # fmt: skip
         reply = reply.replace(before, after)
@@ -112,9 +114,8 @@ def short_turns(
                 raise ValueError(f"{path}: an SFT row must end with the assistant's turn")
             task = next(message_text(m) for m in messages if m["role"] == "user")
             latest, reply = message_text(messages[-2]), message_text(messages[-1])
-            variants = [(task, reply)]
-            while 0 < len(variants) <= option_shuffles and (moved := reorder_options(task, reply, rng)):
-                variants.append(moved)
+            moved = [reorder_options(task, reply, rng) for _ in range(option_shuffles)]
+            variants = [(task, reply), *(m for m in moved if m)]  # None for a turn naming no option
             for task_text, reply_text in variants:
                 prompt = f"<|im_start|>user\n{task_text}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
                 ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
