@@ -334,3 +334,19 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
         policy.close()
     assert len(traj.turns) >= 1 and all(t.raw_text is not None for t in traj.turns)
     assert traj.turns[0].completion_tokens and traj.turns[0].context_tokens
+
+
+def test_every_readme_recipe_command_parses() -> None:
+    """The README's `python -m rl.tiny_recipe ...` commands name only flags and stages the recipe has
+    (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
+    import shlex
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    commands = []
+    for line in text.replace("\\\n", " ").splitlines():
+        for part in line.split("python -m rl.tiny_recipe ")[1:]:
+            for end in ("#", "&&", "|", "`", ";"):
+                part = part.split(end)[0]
+            commands.append(shlex.split(part))
+            assert parse_args(commands[-1]).out.name, commands[-1]
+    assert len(commands) >= 30
