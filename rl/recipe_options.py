@@ -96,6 +96,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
     ("--max-answer-chars", int, 40, "characters in a free-form answer (synthetic ff answers are one word)"),
     ("--eval-limit", int, 0, "first N held-out tasks only (0: all)"),
+    ("--eval-jobs", int, 1, "eval rows run at once, the CPU's threads split between them (1: in turn)"),
     (
         "--constrained",
         int,

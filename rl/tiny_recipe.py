@@ -60,10 +60,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,14 +78,14 @@ from rl.synth_sets import blank_media, make_caption_pool, make_synth_set
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _run(cmd: list[str], log: Path) -> None:
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
     """Run one stage's command, its output appended to ``log``; a failure names the log."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print("+", " ".join(cmd), flush=True)
     with open(log, "a") as fh:
         fh.write("+ " + " ".join(cmd) + "\n")
         fh.flush()
-        code = subprocess.run(cmd, cwd=str(REPO), stdout=fh, stderr=subprocess.STDOUT).returncode
+        code = subprocess.run(cmd, cwd=str(REPO), stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
     if code != 0:
         raise SystemExit(f"stage failed (exit {code}): {' '.join(cmd)}; see {log}")
 
@@ -167,16 +169,36 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
     }  # fmt: skip
 
 
+def run_parallel(jobs: dict[str, tuple[list[str], Path]], at_once: int) -> None:
+    """Run named commands, ``at_once`` at a time, each logged as :func:`_run` does; with more than
+    one at once the CPU's threads are split between them (``OMP_NUM_THREADS``), as a tiny model's
+    forward pass gains little from a second thread. The first failure is raised after the rest end."""
+    env = None
+    if at_once > 1:
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // at_once))}
+
+    def one(name: str) -> None:
+        start = time.monotonic()
+        _run(*jobs[name], env=env)
+        print(f"eval {name}: {time.monotonic() - start:.0f} s", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
+        futures = [pool.submit(one, name) for name in jobs]
+    for future in futures:
+        future.result()
+
+
 def stage_eval(args: argparse.Namespace) -> None:
     blank_media(held_out_set(args), args.out / "synth_blind")
+    jobs = {}
     for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
         if (name == "random_weights" and not args.eval_random_weights) or (
             name.startswith("agent_free") and not (args.eval_free and args.constrained)
         ):
             continue
-        start = time.monotonic()
-        _run(_eval_cmd(args, tasks_file, run_dir, policy, kwargs), args.out / "logs" / f"eval_{name}.log")
-        print(f"eval {name}: {time.monotonic() - start:.0f} s", flush=True)
+        cmd = _eval_cmd(args, tasks_file, run_dir, policy, kwargs)
+        jobs[name] = (cmd, args.out / "logs" / f"eval_{name}.log")
+    run_parallel(jobs, args.eval_jobs)
     res = summarise({name: row[1] for name, row in run_rows(args).items()})
     write_atomic(args.out / "results.json", json.dumps(res, indent=2))
     write_atomic(args.out / "results.md", results_markdown(res))

@@ -21,6 +21,7 @@ from rl.tiny_recipe import (
     events_command,
     parse_args,
     read_command,
+    run_parallel,
     run_rows,
     run_stages,
     scaling_command,
@@ -350,3 +351,37 @@ def test_every_readme_recipe_command_parses() -> None:
             commands.append(shlex.split(part))
             assert parse_args(commands[-1]).out.name, commands[-1]
     assert len(commands) >= 30
+
+
+WAIT_FOR_THE_OTHER = """import os, pathlib, sys, time
+here, mine, other = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+(here / mine).write_text(os.environ.get("OMP_NUM_THREADS", "-"))
+start = time.monotonic()
+while not (here / other).exists():
+    if time.monotonic() - start > 60:
+        sys.exit("the other row never started")
+    time.sleep(0.05)
+"""
+
+
+def test_eval_rows_run_at_once_with_the_threads_split(tmp_path: Path) -> None:
+    """``--eval-jobs 2``: both rows run together (each waits until the other has started, so one at a
+    time could not finish), each with half the CPU's threads; a failing row names its log, and the
+    other row still runs to its end."""
+    import os
+    import sys
+
+    def row(mine: str, other: str) -> tuple[list[str], Path]:
+        cmd = [sys.executable, "-c", WAIT_FOR_THE_OTHER, str(tmp_path), mine, other]
+        return cmd, tmp_path / f"{mine}.log"
+
+    assert parse_args(["--out", str(tmp_path)]).eval_jobs == 1  # in turn unless asked
+    run_parallel({"agent": row("a", "b"), "agent_blind": row("b", "a")}, at_once=2)
+    threads = str(max(1, (os.cpu_count() or 1) // 2))
+    assert (tmp_path / "a").read_text() == (tmp_path / "b").read_text() == threads
+    assert (tmp_path / "a.log").read_text().startswith("+ ")
+    bad = ([sys.executable, "-c", "import sys; sys.exit(3)"], tmp_path / "bad.log")
+    ok = ([sys.executable, "-c", "open(r'%s', 'w').write('done')" % (tmp_path / "ok")], tmp_path / "ok.log")
+    with pytest.raises(SystemExit, match=r"exit 3.*bad\.log"):
+        run_parallel({"bad": bad, "ok": ok}, at_once=2)
+    assert (tmp_path / "ok").read_text() == "done"
