@@ -31,6 +31,8 @@ STAGES = (
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 
 
+GLYPH_POOLS = ("lse", "mean")  # rl.glyph_pretrain.POOLS (not imported: it needs torch)
+
 # (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
 OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--train-seed", int, 101, "synthetic training set seed"),
@@ -126,5 +128,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.read_keep not in ("all", "vision"):
         p.error(f"--read-keep: 'all' or 'vision', not {args.read_keep!r}")
+    if args.glyph_pool not in GLYPH_POOLS:  # checked here, not when the glyph stage starts
+        p.error(f"--glyph-pool: one of {GLYPH_POOLS}, not {args.glyph_pool!r}")
     args.out = args.out.resolve()
     return args
