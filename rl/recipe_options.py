@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rl.glyph_pretrain import POOLS
+
 DESCRIPTION = (
     "The tiny agent's whole recipe in one command: data, teacher synthesis, SFT, held-out evaluation."
 )
@@ -30,8 +32,6 @@ STAGES = (
 )
 DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
 
-
-GLYPH_POOLS = ("lse", "mean")  # rl.glyph_pretrain.POOLS (not imported: it needs torch)
 
 # (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
 OPTIONS: list[tuple[str, type, Any, str]] = [
@@ -108,13 +108,17 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
 ]
 
 
+# settings whose value is one of a fixed set: refused when the recipe starts, not when their stage does
+CHOICES: dict[str, tuple[str, ...]] = {"--read-keep": ("all", "vision"), "--glyph-pool": POOLS}
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=DESCRIPTION)
     p.add_argument("--out", type=Path, default=Path("runs/tiny_agent"))
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(DEFAULT_STAGES))
     p.add_argument("--durations", type=lambda s: [float(x) for x in s.split(",")], default=[60.0, 180.0])
     for flag, kind, default, help_ in OPTIONS:
-        p.add_argument(flag, type=kind, default=default, help=help_)
+        p.add_argument(flag, type=kind, default=default, help=help_, choices=CHOICES.get(flag))
     p.add_argument(
         "--scaling-ks",
         type=lambda s: [int(x) for x in s.split(",")],
@@ -126,9 +130,5 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
     )
     args = p.parse_args(argv)
-    if args.read_keep not in ("all", "vision"):
-        p.error(f"--read-keep: 'all' or 'vision', not {args.read_keep!r}")
-    if args.glyph_pool not in GLYPH_POOLS:  # checked here, not when the glyph stage starts
-        p.error(f"--glyph-pool: one of {GLYPH_POOLS}, not {args.glyph_pool!r}")
     args.out = args.out.resolve()
     return args
