@@ -1,6 +1,6 @@
 """The trained tiny agent shipped inside the package: ``--model tiny`` / ``make_policy(..., model="tiny")``.
 
-Why ship it: a ~4 MB checkpoint that plays an episode on a CPU in seconds lets anyone run a *trained*
+Why ship it: a ~5 MB checkpoint that plays an episode on a CPU in seconds lets anyone run a *trained*
 agent with no download; the random model of :mod:`omniagent.tiny_model` keeps its own name,
 ``tiny-random``, for plumbing tests whose speed and meaning must not change.
 
@@ -98,7 +98,7 @@ def sha256_file(path: Path) -> str:
 def shipped_agent_dir(verify: bool = True) -> Path:
     """The shipped agent's folder, checked complete (and, with ``verify``, equal to its manifest).
 
-    Hashing 4 MB takes milliseconds, so every load proves that the weights are the ones the manifest
+    Hashing 5 MB takes milliseconds, so every load proves that the weights are the ones the manifest
     describes (a half-replaced folder fails here, not as a silently different agent).
     """
     missing = missing_files(ASSET_DIR)

@@ -3,7 +3,7 @@ with the media inputs zeroed, per region of the reply (observation, thought, act
 kind (digits vs the rest).
 
 Why: an eval run of the held-out set with its blind control costs ~25 minutes on 2 cores; this costs
-one or two. On the shipped tiny agent (README, "The tiny agent"), zeroing the media moves its
+one or two. On the event-phase tiny agent (README, shipped until 2026-12-02), zeroing the media moves its
 Observation loss by 0.003 nats (0.347 vs 0.350 over 120 turns): it writes plausible observations
 without looking, which the blind eval row confirms. A perceiving agent's observation loss must rise
 clearly when its media are zeroed.

@@ -30,7 +30,8 @@ STAGES = (
     "scaling",
     "ship",
 )
-DEFAULT_STAGES = STAGES[:-1]  # ``ship`` replaces the package's agent, so only when asked
+# ``scaling`` (a turn-budget sweep, ~15 min) and ``ship`` (replaces the package's agent): only when named
+DEFAULT_STAGES = tuple(s for s in STAGES if s not in ("scaling", "ship"))
 
 
 # (flag, type, default, help): the recipe's settings; every one is recorded in the shipped manifest
@@ -48,16 +49,16 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "teacher's chance of first answering in a wrong format (recovered; not a target)",
     ),
     ("--look-error-rate", float, 0.0, "the same for looks (a reversed span)"),
-    ("--per-frame", int, 0, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
-    ("--named-frame", int, 0, "1: the teacher first looks at a question's named time as that one frame"),
-    ("--option-thought", int, 0, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
-    ("--option-shuffles", int, 0, "text warm-up: each such answer turn N more times, options reordered"),
+    ("--per-frame", int, 1, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
+    ("--named-frame", int, 1, "1: the teacher first looks at a question's named time as that one frame"),
+    ("--option-thought", int, 1, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
+    ("--option-shuffles", int, 8, "text warm-up: each such answer turn N more times, options reordered"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     (
         "--warmup-observation-loss",
         int,
-        1,
+        0,
         "1: the text warm-up trains the Observation too; 0: gives it, trains Thought and Action",
     ),
     ("--steps", int, 2500, "full-context SFT optimizer steps (batch 1)"),
@@ -65,23 +66,23 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--batch-size", int, 1, "full-context SFT batch size"),
     ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
     ("--warmup-steps", int, 30, "linear lr warm-up steps"),
-    ("--event-steps", int, 1000, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
+    ("--event-steps", int, 600, "phase 2: full-context steps with event-rich captions after SFT (0: none)"),
     ("--event-lr", float, 1e-3, "phase 2 learning rate (constant)"),
     ("--event-share", float, 0.5, "phase 2: share of caption frames showing an event"),
     (
         "--event-percepts",
         int,
-        0,
+        8,
         "phase 2: whole served runs of frames captioned per batch (rl/frame_captions.py)",
     ),
-    ("--vision-width", int, 32, "the agent's vision encoder width (rl.tiny_agent.AgentSize)"),
+    ("--vision-width", int, 64, "the agent's vision encoder width (rl.tiny_agent.AgentSize)"),
     ("--vision-depth", int, 2, "its layers"),
-    ("--caption-pool", int, 0, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
+    ("--caption-pool", int, 200, "extra 60 s synthetic videos whose frames are captioned too (0: none)"),
     ("--caption-pool-seed", int, 606, "their seed (neither the training nor a held-out seed)"),
-    ("--glyph-steps", int, 0, "vision encoder classification steps before SFT (rl/glyph_pretrain.py)"),
+    ("--glyph-steps", int, 3000, "vision encoder classification steps before SFT (rl/glyph_pretrain.py)"),
     ("--glyph-lr", float, 2e-3, "their learning rate (constant)"),
     ("--glyph-pool", str, "lse", "how each glyph head pools its token scores over a frame: lse or mean"),
-    ("--read-steps", int, 0, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
+    ("--read-steps", int, 2500, "caption-only steps before SFT (rl.reading_probe; needs --caption-pool)"),
     ("--read-keep", str, "all", "all: SFT starts from the read stage's agent; vision: its encoder alone"),
     (
         "--vision-read-steps",
@@ -111,6 +112,27 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
 # settings whose value is one of a fixed set: refused when the recipe starts, not when their stage does
 CHOICES: dict[str, tuple[str, ...]] = {"--read-keep": ("all", "vision"), "--glyph-pool": POOLS}
 
+# Earlier agents' recipes by name: their settings replace the defaults, and flags still override
+# them. The defaults are the shipped agent's (a glyph stage, a read stage); README Results shows each.
+PRESETS: dict[str, dict[str, Any]] = {
+    # shipped until 2026-12-02: runs of frames observed per run, no glyph or read stage, no pool
+    "event-phase": {
+        "per_frame": 0,
+        "named_frame": 0,
+        "option_thought": 0,
+        "option_shuffles": 0,
+        "text_warmup_steps": 1500,
+        "warmup_observation_loss": 1,
+        "steps": 2500,
+        "event_steps": 1000,
+        "event_percepts": 0,
+        "vision_width": 32,
+        "caption_pool": 0,
+        "glyph_steps": 0,
+        "read_steps": 0,
+    },
+}
+
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m rl.tiny_recipe", description=DESCRIPTION)
@@ -125,10 +147,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=[2, 4, 8, 16],
         help="turn budgets of the scaling stage",
     )
-    p.add_argument("--eval-random-weights", action="store_true", help="also evaluate random weights (slow)")
+    p.add_argument(
+        "--eval-random-weights",
+        action="store_true",
+        help="also evaluate the untrained agent, OUT/init (slow)",
+    )
     p.add_argument(
         "--eval-free", action="store_true", help="also evaluate the agent, and blind, with free decoding"
     )
+    p.add_argument("--preset", choices=sorted(PRESETS), help="an earlier agent's settings as the defaults")
     args = p.parse_args(argv)
+    if args.preset:
+        p.set_defaults(**PRESETS[args.preset])
+        args = p.parse_args(argv)
     args.out = args.out.resolve()
     return args

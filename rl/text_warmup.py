@@ -4,7 +4,7 @@ latest message, no system prompt, no older history and no media.
 Why: measured on the tiny agent (README, "The tiny agent"), the per-turn SFT samples are ~1.6 K
 tokens of context for ~130 target tokens, and after 1200 batch-1 steps the agent still could not
 write a number (1.9 nats per digit on the teacher's turns, ``rl/media_probe.py``; 0.58 for the
-shipped agent: this warm-up, then 2500 full-context steps). A short sample is ~300 tokens, so the
+event-phase agent: this warm-up, then 2500 full-context steps). A short sample is ~300 tokens, so the
 same CPU time trains on several times more targets, in batches; number copying (question time ->
 action, percept header -> Observation) is learned there first, and the full-context SFT that
 follows trains the same turns as the model sees them. The prompt uses the chat format of the model's template (``<|im_start|>role ...``).

@@ -1,7 +1,10 @@
 """The tiny agent's whole recipe in one command: data, teacher synthesis, SFT, held-out evaluation.
 
-    python -m rl.tiny_recipe --out runs/tiny_agent            # every stage; resumes where it stopped
-    python -m rl.tiny_recipe --out runs/tiny_agent --stages eval
+    python -m rl.tiny_recipe --out runs/tiny_agent            # data .. eval; resumes where it stopped
+    python -m rl.tiny_recipe --out runs/tiny_agent --stages scaling ship
+
+Its defaults are the shipped agent's recipe (47 minutes on 2 cores with ``--eval-jobs 2``);
+``--preset NAME`` takes an earlier agent's settings instead (``rl.recipe_options.PRESETS``).
 
 Why one command: a training framework is judged by whether a run produces an agent that gets
 better, and the claim must be reproducible end to end on a 2-core CPU. Stages (each skipped when
@@ -51,7 +54,8 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
-12. ``scaling``: the agent's held-out score against its turn budget (``--scaling-ks``), ``OUT/scaling``.
+12. ``scaling`` (only when named): the agent's held-out score against its turn budget
+   (``--scaling-ks``), ``OUT/scaling``.
 13. ``ship`` (only when named): ``OUT/agent`` becomes the package's ``--model tiny`` with a manifest
    of hashes and recipe fingerprints (:mod:`omniagent.tiny_agent`).
 """
@@ -164,8 +168,9 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         "agent_free_blind": (blind, runs / "agent_free_blind", "transformers", free),
         "uniform": (held, runs / "uniform", "uniform", {}),
         "random": (held, runs / "random", "random", {}),
+        # the agent's own architecture and tokenizer before any training (OUT/init, the build stage's)
         "random_weights": (held, runs / "random_weights", "transformers",
-                           {"model": "tiny-random", "max_new_tokens": args.max_new_tokens, "device": "cpu"}),
+                           {**agent, "model": str(args.out / "init")}),
     }  # fmt: skip
 
 

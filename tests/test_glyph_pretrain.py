@@ -118,14 +118,27 @@ def test_mean_pooling_scores_a_frame_by_its_average_token(tmp_path: Path) -> Non
 
 
 def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path) -> None:
+    """(With the earlier agent's preset, whose recipe has no glyph stage, as the base.)"""
     from rl.tiny_recipe import glyph_command, parse_args, read_command, sft_command
 
-    args = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7"])
+    earlier = ["--preset", "event-phase"]
+
+    args = parse_args([*earlier, "--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7"])
     cmd = glyph_command(args)
     arg = {k: cmd[cmd.index(k) + 1] for k in ("--model", "--save", "--steps", "--out", "--eval-dir")}
     assert cmd[cmd.index("--pool") + 1] == "lse"
     mean = parse_args(
-        ["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--glyph-pool", "mean"]
+        [
+            *earlier,
+            "--out",
+            str(tmp_path),
+            "--caption-pool",
+            "2",
+            "--glyph-steps",
+            "7",
+            "--glyph-pool",
+            "mean",
+        ]
     )
     assert glyph_command(mean)[glyph_command(mean).index("--pool") + 1] == "mean"
     with pytest.raises(SystemExit):  # refused when the recipe starts, not hours later at the glyph stage
@@ -139,18 +152,20 @@ def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path
     sft = sft_command(args)
     assert f"model.path={tmp_path / 'init_glyphs'}" in sft and "omni_sft.freeze=[visual]" in sft
     read = parse_args(
-        ["--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--read-steps", "3"]
+        [*earlier, "--out", str(tmp_path), "--caption-pool", "2", "--glyph-steps", "7", "--read-steps", "3"]
     )
     assert read_command(read)[read_command(read).index("--model") + 1] == str(tmp_path / "init_glyphs")
     assert "omni_sft.freeze=[visual]" in sft_command(read)  # the glyph encoder stays as it is
     assert read_command(read)[read_command(read).index("--train-part") + 1] == "text"
     assert (
-        read_command(parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"]))[-1]
+        read_command(
+            parse_args([*earlier, "--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"])
+        )[-1]
         == "all"
     )
-    plain = parse_args(["--out", str(tmp_path), "--caption-pool", "2"])
+    plain = parse_args([*earlier, "--out", str(tmp_path), "--caption-pool", "2"])
     assert f"model.path={tmp_path / 'init'}" in sft_command(plain) and "omni_sft.freeze=[]" in sft_command(
         plain
     )
     with pytest.raises(SystemExit, match="needs --caption-pool"):
-        glyph_command(parse_args(["--out", str(tmp_path), "--glyph-steps", "7"]))
+        glyph_command(parse_args([*earlier, "--out", str(tmp_path), "--glyph-steps", "7"]))

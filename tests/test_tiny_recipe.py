@@ -30,6 +30,8 @@ from rl.tiny_recipe import (
     turn_token_stats,
 )
 
+OLD = ["--preset", "event-phase"]  # the agent shipped before, whose recipe left these options off
+
 
 def test_sample_order_is_a_per_epoch_permutation() -> None:
     n, bs = 7, 2
@@ -114,13 +116,14 @@ def test_synthesis_and_eval_share_caps_the_agent_can_take_in(tmp_path: Path) -> 
 
 def test_scaling_runs_the_agent_on_the_held_out_set_and_ship_only_when_asked(tmp_path: Path) -> None:
     args = parse_args(["--out", str(tmp_path / "r"), "--scaling-ks", "2,8"])
-    assert "ship" not in args.stages and "scaling" in args.stages
+    assert "ship" not in args.stages and "scaling" not in args.stages  # a 15-minute sweep: when named
     cmd = scaling_command(args)
     assert cmd[1].endswith("scripts/turn_scaling.py") and "scaling.ks=[2,8]" in cmd
     assert f"benchmark.annotations={args.out / 'synth_eval' / 'tasks.jsonl'}" in cmd
     assert f"+policy.kwargs.model={args.out / 'agent'}" in cmd and "policy.name=transformers" in cmd
     assert f"out_dir={args.out / 'scaling'}" in cmd
-    assert run_rows(args)["random_weights"][3]["model"] == "tiny-random"  # "tiny" is the shipped agent
+    untrained = run_rows(args)["random_weights"][3]  # the same model before training, decoded alike
+    assert untrained == {**run_rows(args)["agent"][3], "model": str(args.out / "init")}
 
 
 def test_the_agent_rows_decode_under_the_turn_schema_and_free_decoding_is_a_row_of_its_own(
@@ -141,11 +144,11 @@ def test_the_agent_rows_decode_under_the_turn_schema_and_free_decoding_is_a_row_
 def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     """The teacher's mistakes are off unless asked; with ``--event-steps 0`` phase 1 saves the agent
     itself, else it saves ``agent_sft`` and phase 2 continues from it into ``agent``."""
-    plain = parse_args(["--out", str(tmp_path), "--event-steps", "0"])
+    plain = parse_args([*OLD, "--out", str(tmp_path), "--event-steps", "0"])
     assert not any("error_rate" in x for x in synth_command(plain))
     assert f"omni_sft.local.save_dir={tmp_path / 'agent'}" in sft_command(plain)
     args = parse_args(
-        ["--out", str(tmp_path), "--event-steps", "7", "--error-rate", "0.3", "--min-turns", "4"]
+        [*OLD, "--out", str(tmp_path), "--event-steps", "7", "--error-rate", "0.3", "--min-turns", "4"]
     )
     synth = synth_command(args)
     assert "+teacher.kwargs.error_rate=0.3" in synth and "turn_budget.min=4" in synth
@@ -161,39 +164,49 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     assert "omni_sft.local.captions.percepts=0" in events  # the shipped agent's recipe: single frames
     assert not any("percepts" in x for x in sft_command(args))  # phase 1 captions single frames only
     assert not any("per_frame" in x for x in synth)  # the shipped agent's teacher observes runs
-    both = parse_args(["--out", str(tmp_path), "--event-percepts", "8", "--per-frame", "1"])
+    both = parse_args([*OLD, "--out", str(tmp_path), "--event-percepts", "8", "--per-frame", "1"])
     assert "omni_sft.local.captions.percepts=8" in events_command(both)
     assert "+teacher.kwargs.per_frame=true" in synth_command(both)
     assert not any("named_frame" in x for x in synth)  # the shipped agent's teacher looks at a window
-    named = parse_args(["--out", str(tmp_path), "--named-frame", "1"])
+    named = parse_args([*OLD, "--out", str(tmp_path), "--named-frame", "1"])
     assert "+teacher.kwargs.named_frame=true" in synth_command(named)
     assert not any("option_thought" in x for x in synth + synth_command(named))
-    option = parse_args(["--out", str(tmp_path), "--option-thought", "1"])
+    option = parse_args([*OLD, "--out", str(tmp_path), "--option-thought", "1"])
     assert "+teacher.kwargs.option_thought=true" in synth_command(option)
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
-    given = parse_args(["--out", str(tmp_path), "--warmup-observation-loss", "0"])
+    given = parse_args([*OLD, "--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
     assert "omni_sft.local.text_warmup.option_shuffles=0" in sft_command(plain)
-    shuffled = parse_args(["--out", str(tmp_path), "--option-shuffles", "8"])
+    shuffled = parse_args([*OLD, "--out", str(tmp_path), "--option-shuffles", "8"])
     assert "omni_sft.local.text_warmup.option_shuffles=8" in sft_command(shuffled)
+    shipped = parse_args(["--out", str(tmp_path)])  # the defaults: the shipped (glyph-read) agent
+    synth = synth_command(shipped)
+    for flag in ("per_frame", "named_frame", "option_thought"):
+        assert f"+teacher.kwargs.{flag}=true" in synth
+    assert "omni_sft.local.captions.percepts=8" in events_command(shipped)
+    sft = sft_command(shipped)
+    assert "omni_sft.local.text_warmup.option_shuffles=8" in sft
+    assert "omni_sft.local.text_warmup.observation_loss=False" in sft
+    later = parse_args([*OLD, "--out", str(tmp_path), "--steps", "7"])  # a flag overrides a preset
+    assert (later.steps, later.event_steps, later.preset) == (7, 1000, "event-phase")
 
 
-def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path) -> None:
+def test_caption_pool_and_vision_size_are_options_on_in_the_shipped_recipe(tmp_path: Path) -> None:
     """A caption pool reaches both phases' captions, is built from its own seed, and never from the
-    training or held-out seed; the vision size reaches the agent's config, and is the shipped one
-    by default."""
+    training or held-out seed; the vision size reaches the agent's config. The defaults are the
+    shipped agent's (pool, glyph and read stages on); the earlier agent's preset has none."""
     from rl.synth_sets import make_caption_pool
     from rl.tiny_agent import AgentSize, _thinker_config
 
-    plain = parse_args(["--out", str(tmp_path)])
+    plain = parse_args([*OLD, "--out", str(tmp_path)])
     assert not any("captions.pool" in x for x in sft_command(plain) + events_command(plain))
-    pooled = parse_args(["--out", str(tmp_path), "--caption-pool", "2"])
+    pooled = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2"])
     flag = f"omni_sft.local.captions.pool={tmp_path / 'caption_pool'}"
     assert flag in sft_command(pooled) and flag in events_command(pooled)
-    no_captions = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--caption-batch", "0"])
+    no_captions = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--caption-batch", "0"])
     assert not any("captions.pool" in x for x in sft_command(no_captions))
     assert f"model.path={tmp_path / 'init'}" in sft_command(pooled)  # no read stage unless asked
-    read = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
+    read = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
     assert f"model.path={tmp_path / 'init_read'}" in sft_command(read)
     cmd = read_command(read)
     assert cmd[cmd.index("--steps") + 1] == "9" and cmd[cmd.index("--pool") + 1] == str(
@@ -202,9 +215,11 @@ def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path)
     assert cmd[cmd.index("--model") + 1] == str(tmp_path / "init")
     assert cmd[cmd.index("--save") + 1] == str(tmp_path / "init_read")
     with pytest.raises(SystemExit, match="needs --caption-pool"):
-        read_command(parse_args(["--out", str(tmp_path), "--read-steps", "9"]))
+        read_command(parse_args([*OLD, "--out", str(tmp_path), "--read-steps", "9"]))
     for seed in (pooled.train_seed, pooled.eval_seed):
-        bad = parse_args(["--out", str(tmp_path), "--caption-pool", "1", "--caption-pool-seed", str(seed)])
+        bad = parse_args(
+            [*OLD, "--out", str(tmp_path), "--caption-pool", "1", "--caption-pool-seed", str(seed)]
+        )
         with pytest.raises(SystemExit, match="training or the held-out seed"):
             make_caption_pool(bad)
     from transformers import AutoTokenizer
@@ -215,6 +230,10 @@ def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path)
     tok = AutoTokenizer.from_pretrained(tmp_path / "tiny")
     default = _thinker_config(tok, 0, AgentSize()).vision_config
     assert (default.hidden_size, default.depth) == (plain.vision_width, plain.vision_depth) == (32, 2)
+    shipped = parse_args(["--out", str(tmp_path)])  # the shipped agent: a wider encoder, glyphs, a read
+    assert shipped.vision_width == 64 and shipped.caption_pool == 200 and flag in sft_command(shipped)
+    assert f"model.path={tmp_path / 'init_read'}" in sft_command(shipped)
+    assert "omni_sft.freeze=[visual]" in sft_command(shipped)
     wide = _thinker_config(tok, 0, AgentSize(vision_hidden_size=128, vision_depth=4)).vision_config
     assert (wide.hidden_size, wide.depth, wide.num_heads, wide.intermediate_size) == (128, 4, 4, 256)
     assert wide.fullatt_block_indexes == [3] and wide.out_hidden_size == AgentSize().hidden_size
@@ -223,7 +242,7 @@ def test_caption_pool_and_vision_size_are_options_off_by_default(tmp_path: Path)
 def test_a_vision_read_after_sft_trains_the_last_phases_encoder_into_the_agent_folder(tmp_path: Path) -> None:
     """``--vision-read-steps N`` adds a phase after the event phase: the event phase then saves
     ``agent_events``, and the vision read trains its encoder alone from there into ``agent``."""
-    args = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9"])
+    args = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9"])
     events = events_command(args)
     assert f"model.path={tmp_path / 'agent_sft'}" in events
     assert f"omni_sft.local.save_dir={tmp_path / 'agent_events'}" in events
@@ -234,17 +253,19 @@ def test_a_vision_read_after_sft_trains_the_last_phases_encoder_into_the_agent_f
     assert arg == {"--model": str(tmp_path / "agent_events"), "--save": str(tmp_path / "agent"), "--steps": "9",
                    "--train-part": "vision", "--out": str(tmp_path / "reading_vision.json"),
                    "--lr": str(args.vision_read_lr)}  # fmt: skip
-    no_events = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9",
+    no_events = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--vision-read-steps", "9",
                             "--event-steps", "0"])  # fmt: skip
     assert f"omni_sft.local.save_dir={tmp_path / 'agent_sft'}" in sft_command(no_events)
     vision = read_command(no_events, vision=True)
     assert vision[vision.index("--model") + 1] == str(tmp_path / "agent_sft")
     assert (
-        read_command(parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"]))[-1]
+        read_command(parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "3"]))[
+            -1
+        ]
         == "all"
     )
     with pytest.raises(SystemExit, match="needs --caption-pool"):
-        read_command(parse_args(["--out", str(tmp_path), "--vision-read-steps", "9"]), vision=True)
+        read_command(parse_args([*OLD, "--out", str(tmp_path), "--vision-read-steps", "9"]), vision=True)
 
 
 def test_read_keep_vision_grafts_the_read_encoder_into_the_untrained_agent_and_freezes_it(
@@ -258,18 +279,18 @@ def test_read_keep_vision_grafts_the_read_encoder_into_the_untrained_agent_and_f
     from rl.checkpoint import graft_weights
 
     args = parse_args(
-        ["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9", "--read-keep", "vision"]
+        [*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9", "--read-keep", "vision"]
     )
     assert f"model.path={tmp_path / 'init_read_vision'}" in sft_command(args)
     assert "omni_sft.freeze=[visual]" in sft_command(args) and "omni_sft.freeze=[visual]" in events_command(
         args
     )
-    whole = parse_args(["--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
+    whole = parse_args([*OLD, "--out", str(tmp_path), "--caption-pool", "2", "--read-steps", "9"])
     assert "omni_sft.freeze=[]" in sft_command(
         whole
     ) and f"model.path={tmp_path / 'init_read'}" in sft_command(whole)
     with pytest.raises(SystemExit):
-        parse_args(["--out", str(tmp_path), "--read-keep", "text"])
+        parse_args([*OLD, "--out", str(tmp_path), "--read-keep", "text"])
     build_tiny_thinker(seed=0, out_dir=tmp_path / "a")
     build_tiny_thinker(seed=1, out_dir=tmp_path / "b")
     names = graft_weights(tmp_path / "a", tmp_path / "b", "visual.", tmp_path / "ab")
@@ -311,8 +332,12 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
                        "--n-samples", "2", "--steps", "12", "--warmup-steps", "2", "--save-every", "6",
                        "--text-warmup-steps", "3", "--text-warmup-batch", "2", "--caption-batch", "4",
                        "--event-steps", "3", "--error-rate", "0.5", "--look-error-rate", "0.2",
-                       "--lr", "3e-3", "--stages", "data", "synth", "export", "build", "sft", "events"])  # fmt: skip
-    run_stages(args)
+                       "--lr", "3e-3", "--caption-pool", "2", "--glyph-steps", "3", "--read-steps", "3",
+                       "--eval-videos", "1", "--stages", "data", "synth", "export", "build", "glyphs", "read",
+                       "sft", "events"])  # fmt: skip
+    run_stages(args)  # the shipped recipe's stages, each a few steps: glyphs, read, SFT, events
+    assert json.loads((args.out / "glyphs.json").read_text())["steps"] == 3
+    assert json.loads((args.out / "reading.json").read_text())["train_part"] == "text"  # after glyphs
     kept = [json.loads(x) for x in (args.out / "sft_data" / "kept.jsonl").read_text().splitlines()]
     staged = [t["error"] for k in kept for t in k["turns"] if t["scripted_error"]]  # the teacher's mistakes
     summary = json.loads((args.out / "sft_data" / "summary.json").read_text())
@@ -351,6 +376,7 @@ def test_every_readme_recipe_command_parses() -> None:
             commands.append(shlex.split(part))
             assert parse_args(commands[-1]).out.name, commands[-1]
     assert len(commands) >= 30
+    assert sum("--preset" in w for w in commands) >= 25  # the earlier agents' runs name their preset
 
 
 WAIT_FOR_THE_OTHER = """import os, pathlib, sys, time
