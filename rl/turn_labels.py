@@ -13,7 +13,9 @@ intervals, so every turn can be labelled exactly:
 
 :func:`entropy_auroc` reports the AUROC of turn entropy as a score for "is the discovery turn" over every turn
 with a percept, with a bootstrap CI that resamples whole trajectories (turns of one trajectory are not
-independent); :func:`evidence_reach`, how often an episode looks at its evidence at all, and on its first turn::
+independent); :func:`evidence_reach`, how often an episode looks at its evidence at all, and on its first turn;
+and, for the rollouts of ``rl/train_local.py`` (their ``meta.turn_weights``), :func:`weights_by_discovery`: the
+turn weights the trainer actually applied, on discovery turns against the other percept turns::
 
     python -m rl.turn_labels --trajectories runs/eval/trajectories.jsonl --tasks runs/synth_test/tasks.jsonl
 """
@@ -176,6 +178,51 @@ def evidence_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[st
     return {group: {k: ci(v) for k, v in by.items()} for group, by in rows.items()}
 
 
+def weights_by_discovery(
+    trajectories: Sequence[Trajectory], evidence_by_task: dict[str, Any], n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any] | None:
+    """What a turn-weighting trainer actually did to discovery turns: the mean weight it gave them and the
+    other percept turns, the AUROC of the weight as a discovery score (CI over whole trajectories), and the
+    mean weight (and count) of every turn by its action (``rejected``: the environment refused the turn).
+
+    Why beside :func:`entropy_auroc`: TAURA divides each turn's entropy by its *group's* mean, so the weight
+    ranks turns across groups differently from raw entropy; this is the quantity that scaled the gradient.
+    Reads ``meta.turn_weights`` (one per turn, ``rl/train_local.py``'s ``rollouts.jsonl``); ``None`` when no
+    trajectory carries them.
+    """
+    weights, labels, clusters = [], [], []
+    by_action: dict[str, list[float]] = {}
+    for j, traj in enumerate(trajectories):
+        evidence = evidence_by_task.get(task_key(traj.media, traj.question))
+        turn_weights = (traj.meta or {}).get("turn_weights")
+        if not evidence or not turn_weights or len(turn_weights) != len(traj.turns):
+            continue
+        for turn, label, w in zip(traj.turns, discovery_labels(traj, evidence), turn_weights, strict=True):
+            action = "rejected" if turn.error else (turn.action_type or "none")
+            by_action.setdefault(action, []).append(float(w))
+            if percept_spans(turn):
+                weights.append(float(w))
+                labels.append(label)
+                clusters.append(f"{j}:{traj.id}")
+    if not weights:
+        return None
+    w, y = np.asarray(weights), np.asarray(labels, dtype=bool)
+    point, low, high = cluster_bootstrap_auroc(weights, labels, clusters, n_boot, seed)
+
+    def mean(values: np.ndarray) -> float | None:
+        return round(float(values.mean()), 3) if values.size else None
+
+    return {
+        "turns": len(weights),
+        "discovery_turns": int(y.sum()),
+        "mean_weight_discovery": mean(w[y]),
+        "mean_weight_other": mean(w[~y]),
+        "auroc": point,
+        "ci95": [low, high],
+        "mean_weight_by_action": {a: [mean(np.asarray(v)), len(v)] for a, v in sorted(by_action.items())},
+    }
+
+
 def task_key(media: str, question: str) -> str:
     return f"{media}\x00{question}"
 
@@ -196,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {
                 **entropy_auroc(trajs, evidence, args.n_boot, args.seed),
                 "evidence": evidence_reach(trajs, evidence),
+                "weights": weights_by_discovery(trajs, evidence, args.n_boot, args.seed),
             }
         )
     )

@@ -18,6 +18,7 @@ from rl.turn_labels import (
     evidence_reach,
     overlaps_evidence,
     task_key,
+    weights_by_discovery,
 )
 
 EVIDENCE = [[40.0, 42.0]]
@@ -124,6 +125,27 @@ def test_evidence_reach_counts_episodes_that_look_at_the_evidence_and_those_name
     assert out["named"]["any"]["n"] == 2 and out["all"]["any"]["n"] == 3
     assert out["all"]["any"]["lo"] <= out["all"]["any"]["mean"] <= out["all"]["any"]["hi"]
     assert evidence_reach([never], {})["all"]["any"]["n"] == 0  # no evidence known: nothing counted
+
+
+def test_weights_by_discovery_reads_the_trainers_turn_weights():
+    a = _traj([_turn(0, "get_frames", 0, 60, times=[5.0]),
+               _turn(1, "get_audio", 39, 41),
+               _turn(2, "answer")], "a")  # fmt: skip
+    b = _traj([_turn(0, "get_frames", 0, 60, times=[41.0]),
+               _turn(1, "get_frames", 0, 9, error="bad_action"),
+               _turn(2, "answer")], "b")  # fmt: skip
+    a.meta["turn_weights"], b.meta["turn_weights"] = [0.5, 2.0, 0.5], [1.0, 1.5, 0.5]
+    evidence = {task_key("m.mp4", "q?"): EVIDENCE}
+    out = weights_by_discovery([a, b], evidence, n_boot=100)
+    # percept turns: discoveries 2.0 and 1.0 against the non-discovery 0.5 (the rejected turn has no percept)
+    assert (out["turns"], out["discovery_turns"]) == (3, 2)
+    assert (out["mean_weight_discovery"], out["mean_weight_other"], out["auroc"]) == (1.5, 0.5, 1.0)
+    by_action = out["mean_weight_by_action"]
+    assert by_action["answer"] == [0.5, 2] and by_action["rejected"] == [1.5, 1]
+    assert by_action["get_frames"] == [0.75, 2] and by_action["get_audio"] == [2.0, 1]
+    a.meta["turn_weights"] = [1.0]  # not one weight per turn: the trajectory is skipped
+    assert weights_by_discovery([a], evidence) is None
+    assert weights_by_discovery([b], {}) is None  # no evidence known
 
 
 def _group():
