@@ -1,0 +1,107 @@
+"""Plot what single-machine RL runs did: reward by iteration and the turn weights they applied.
+
+    python -m rl.plot_runs runs/rl_ship/taura_s0 runs/rl_ship/grpo_s0 --out docs/figures/rl.png
+
+Why: ``metrics.csv`` holds one row of summaries per iteration, but whether TAURA's weights favoured the turns
+that found the evidence, or just the answer turns, shows only in the per-turn weights ``rl/train_local.py``
+writes into ``rollouts.jsonl`` (``meta.turn_weights``). Left panel: training reward per iteration (the mean of
+that iteration's sampled episodes), with the trainer's greedy held-out eval as dots. Right panel: the
+distribution of the applied turn weights by the turn's action (``rejected``: the environment refused the
+turn), over every run whose weights are not all 1 (GRPO's are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+ACTIONS = ("get_frames", "get_audio", "get_clip", "answer", "rejected")
+
+
+def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """``reward`` and ``eval`` points ``(iteration, value)`` of a run's ``metrics.csv`` (eval where it ran)."""
+    curve: dict[str, list[tuple[int, float]]] = {"reward": [], "eval": []}
+    with open(run_dir / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            it = int(row["iteration"])
+            curve["reward"].append((it, float(row["reward_mean"])))
+            if row.get("eval_reward"):
+                curve["eval"].append((it, float(row["eval_reward"])))
+    return curve
+
+
+def weights_by_action(run_dir: Path) -> dict[str, list[float]]:
+    """Every turn weight of the run's rollouts, grouped by the turn's action; empty when all weights are 1."""
+    out: dict[str, list[float]] = {a: [] for a in ACTIONS}
+    path = run_dir / "rollouts.jsonl"
+    if not path.exists():
+        return {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        traj = json.loads(line)
+        weights = (traj.get("meta") or {}).get("turn_weights") or []
+        for turn, w in zip(traj.get("turns", []), weights, strict=False):
+            action = "rejected" if turn.get("error") else (turn.get("action_type") or "rejected")
+            out.setdefault(action, []).append(float(w))
+    if all(w == 1.0 for ws in out.values() for w in ws):
+        return {}
+    return {a: ws for a, ws in out.items() if ws}
+
+
+def plot(run_dirs: Sequence[Path], out: Path) -> dict[str, dict[str, list[float]]]:
+    """Write the two-panel figure to ``out``; returns the weights drawn, by run and action."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    pooled: dict[str, list[float]] = {}
+    drawn: dict[str, dict[str, list[float]]] = {}
+    for run_dir in run_dirs:
+        curve = read_curve(run_dir)
+        (line,) = left.plot(*zip(*curve["reward"], strict=True), label=run_dir.name, alpha=0.8)
+        if curve["eval"]:
+            left.plot(*zip(*curve["eval"], strict=True), "o", color=line.get_color(), markersize=4)
+        weights = weights_by_action(run_dir)
+        if weights:
+            drawn[run_dir.name] = weights
+            for action, ws in weights.items():
+                pooled.setdefault(action, []).extend(ws)
+    left.set(xlabel="iteration", ylabel="mean reward", title="training reward (line), 16-task eval (dots)")
+    left.legend(fontsize=7)
+    actions = [a for a in ACTIONS if pooled.get(a)]
+    if actions:
+        right.boxplot([pooled[a] for a in actions], showfliers=False)
+        right.set_xticks(range(1, len(actions) + 1), [f"{a}\n(n={len(pooled[a])})" for a in actions])
+        right.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    right.set(ylabel="turn weight", title="applied turn weights by action (" + ", ".join(drawn) + ")")
+    right.title.set_fontsize(8)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return drawn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.plot_runs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="rl/train_local.py run folders")
+    parser.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    args = parser.parse_args(argv)
+    missing = [str(r) for r in args.runs if not (r / "metrics.csv").exists()]
+    if missing:
+        raise SystemExit(f"no metrics.csv in: {', '.join(missing)} (rl/train_local.py run folders expected)")
+    drawn = plot(args.runs, args.out)
+    summary = {run: {a: round(sum(ws) / len(ws), 3) for a, ws in by.items()} for run, by in drawn.items()}
+    print(json.dumps({"figure": str(args.out), "mean_weight_by_action": summary}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""rl/plot_runs.py: the reward curve and the applied turn weights are read from a run folder as written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rl.plot_runs import main, read_curve, weights_by_action
+
+
+def _run(root: Path, name: str, weights: list[list[float]]) -> Path:
+    run = root / name
+    run.mkdir()
+    (run / "metrics.csv").write_text("iteration,reward_mean,eval_reward\n1,0.25,\n2,0.5,0.3\n")
+    turns = [{"action_type": "get_frames", "error": None}, {"action_type": "answer", "error": "bad_answer"},
+             {"action_type": "answer", "error": None}]  # fmt: skip
+    rows = [{"turns": turns, "meta": {"iteration": 1, "turn_weights": w}} for w in weights]
+    (run / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_curve_and_weights_by_action(tmp_path: Path) -> None:
+    taura = _run(tmp_path, "taura_s0", [[0.5, 1.5, 2.0], [0.25, 1.0, 1.0]])
+    grpo = _run(tmp_path, "grpo_s0", [[1.0, 1.0, 1.0]])
+    assert read_curve(taura) == {"reward": [(1, 0.25), (2, 0.5)], "eval": [(2, 0.3)]}
+    # the refused turn counts as "rejected" whatever action it tried
+    assert weights_by_action(taura) == {
+        "get_frames": [0.5, 0.25],
+        "answer": [2.0, 1.0],
+        "rejected": [1.5, 1.0],
+    }
+    assert weights_by_action(grpo) == {}  # all weights 1: nothing was rescaled
+
+
+def test_main_writes_the_figure_and_rejects_a_folder_without_metrics(tmp_path: Path, capsys) -> None:
+    taura = _run(tmp_path, "taura_s0", [[0.5, 1.5, 2.0]])
+    grpo = _run(tmp_path, "grpo_s0", [[1.0, 1.0, 1.0]])
+    out = tmp_path / "fig" / "rl.png"
+    assert main([str(taura), str(grpo), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["mean_weight_by_action"] == {
+        "taura_s0": {"get_frames": 0.5, "rejected": 1.5, "answer": 2.0}
+    }
+    with pytest.raises(SystemExit, match="no metrics.csv in: .*empty"):
+        (tmp_path / "empty").mkdir()
+        main([str(tmp_path / "empty"), "--out", str(out)])
