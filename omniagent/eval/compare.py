@@ -1,7 +1,7 @@
 """Summarise one eval run, or compare two with a paired bootstrap over their shared task ids.
 
 ``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``; ``A1+A2``
-pools runs, :func:`load_run`). A run
+pools runs, ``--average`` makes each task the mean of its runs, :func:`load_run`). A run
 is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
 bins, bootstrap seed and resample count, read from its summary.json or run.json) or a summary.json
 (then two runs can only be compared by whether their intervals overlap).
@@ -44,16 +44,52 @@ def run_settings(folder: Path) -> dict[str, Any]:
     return out
 
 
-def load_run(path: str, n_boot: int | None = None, seed: int | None = None) -> tuple[dict, list[dict] | None]:
+AVERAGED = (
+    "reward",
+    "answered",
+    "frames_used",
+    "turns",
+    "audio_seconds_used",
+)  # numbers averaged by --average
+
+
+def average_by_task(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One row per task id scored by every part: its first part's row with :data:`AVERAGED` fields replaced
+    by their mean over the parts. Why: several training seeds of one method, each evaluated on the same
+    tasks, are one measurement per task; pooling them as separate rows would treat seeds as more tasks and
+    narrow the CI a paired bootstrap over tasks gives."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for rows in parts:
+        for row in rows:
+            by_id.setdefault(str(row["id"]), []).append(row)
+    out = []
+    for rows in by_id.values():
+        if len(rows) != len(parts) or any(r.get("reward") is None for r in rows):
+            continue  # a task not scored by every part has no mean over them
+        mean = {k: sum(float(r.get(k) or 0) for r in rows) / len(rows) for k in AVERAGED}
+        out.append(dict(rows[0], **mean))
+    return out
+
+
+def load_run(
+    path: str, n_boot: int | None = None, seed: int | None = None, average: bool = False
+) -> tuple[dict, list[dict] | None]:
     """(summary, rows) of a run folder or results.jsonl; rows is None for a bare summary.json.
 
     ``A1+A2`` pools several runs (say one agent on two held-out seeds): each row's task id is prefixed
-    with its run's place (``0:``, ``1:``), so ``A1+A2`` pairs with ``B1+B2`` part by part."""
+    with its run's place (``0:``, ``1:``), so ``A1+A2`` pairs with ``B1+B2`` part by part. With
+    ``average`` the parts are runs on the same tasks (say three training seeds) and each task gets the
+    mean of its parts' rows (:func:`average_by_task`), so ``A1+A2+A3`` pairs with a single run ``B``."""
     if "+" in str(path) and not Path(path).exists():
         parts = [load_run(part, n_boot, seed) for part in str(path).split("+")]
         if any(rows is None for _, rows in parts):
             raise SystemExit(f"{path}: pooled runs need their results.jsonl")
-        pooled = [dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(parts) for row in rows or []]
+        if average:
+            pooled = average_by_task([rows or [] for _, rows in parts])
+        else:
+            pooled = [
+                dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(parts) for row in rows or []
+            ]
         head = parts[0][0]  # the first run's settings, overrides already applied
         settings = {"duration_bins": head["duration_bins"], "n_boot": head["bootstrap"]["n_boot"],
                     "seed": head["bootstrap"]["seed"]}  # fmt: skip
@@ -77,10 +113,15 @@ def compare_main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the run's own)")
     ap.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the run's own)")
+    ap.add_argument(
+        "--average",
+        action="store_true",
+        help="A1+A2 are runs on the same tasks (training seeds): each task scores the mean of its runs",
+    )
     args = ap.parse_args(argv)
     if len(args.runs) > 2:
         ap.error("give one run to summarise or two to compare")
-    loaded = [load_run(r, args.n_boot, args.seed) for r in args.runs]
+    loaded = [load_run(r, args.n_boot, args.seed, args.average) for r in args.runs]
     for summary, _ in loaded:
         print_eval_summary(summary)
     if len(loaded) == 2:

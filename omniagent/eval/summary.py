@@ -144,7 +144,7 @@ def _group(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]
     return {
         "n": len(rows),
         "score": bootstrap_ci([r["reward"] for r in scored], n_boot, seed),
-        "answer_rate": _mean([float(bool(r.get("answered"))) for r in rows]),
+        "answer_rate": _mean([float(r.get("answered") or 0) for r in rows]),
         "frames_used": _mean([r.get("frames_used", 0) for r in rows]),
         "turns": _mean([r.get("turns", 0) for r in rows]),
         "unscored": len(rows) - len(scored),
@@ -202,7 +202,7 @@ def summarize(
         "unscored": len(rows) - len(scored),
         "score": bootstrap_ci([r["reward"] for r in scored], n_boot, seed),
         "score_ok": bootstrap_ci([r["reward"] for r in scored_ok], n_boot, seed),
-        "answer_rate": bootstrap_ci([float(bool(r.get("answered"))) for r in rows], n_boot, seed),
+        "answer_rate": bootstrap_ci([float(r.get("answered") or 0) for r in rows], n_boot, seed),
         "frames_used": bootstrap_ci([r.get("frames_used", 0) for r in attempted], n_boot, seed),
         "turns": bootstrap_ci([r.get("turns", 0) for r in attempted], n_boot, seed),
         "audio_seconds_used": _mean([r.get("audio_seconds_used", 0.0) for r in attempted]),
