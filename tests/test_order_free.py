@@ -144,20 +144,22 @@ def test_average_makes_each_task_the_mean_of_its_runs(tmp_path: Path, capsys: py
     seeds = [make_rows(30, seed=s, shift=0.3) for s in (5, 6, 7)]
     seeds[2] = [r for r in seeds[2] if r["id"] != "t007"]  # a task one seed did not score is left out
     seeds[1][0]["answered"] = False
+    seeds[0][0].update(answered=False, reward_available=False)  # unanswered: scored 0 all the same, stays
+    seeds[0][1].update(answered=True, reward_available=False)  # an answer no judge scored: the task goes
     for k, rows in enumerate(seeds):
         write_results(tmp_path / f"s{k}" / "results.jsonl", rows)
     write_results(tmp_path / "base" / "results.jsonl", make_rows(30, seed=9, shift=-0.3))
     pooled = "+".join(str(tmp_path / f"s{k}") for k in range(3))
     summary, rows = load_run(pooled, average=True)
-    assert rows is not None and len(rows) == 29 and "t007" not in {r["id"] for r in rows}
+    assert rows is not None and len(rows) == 28 and not {"t007", "t001"} & {r["id"] for r in rows}
     by_id = {r["id"]: r for r in rows}
     for i in ("t000", "t013"):
         want = sum(next(x["reward"] for x in s if x["id"] == i) for s in seeds) / 3
         assert by_id[i]["reward"] == pytest.approx(want)
-    assert by_id["t000"]["answered"] == pytest.approx(2 / 3)
-    assert summary["answer_rate"]["mean"] == pytest.approx(1 - 1 / 3 / 29)
+    assert by_id["t000"]["answered"] == pytest.approx(1 / 3)
+    assert summary["answer_rate"]["mean"] == pytest.approx(1 - 2 / 3 / 28)
     assert compare_main([pooled, str(tmp_path / "base"), "--average", "--n-boot", "300"]) == 0
-    assert "on 29 shared tasks" in capsys.readouterr().out
+    assert "on 28 shared tasks" in capsys.readouterr().out
     assert len(load_run(pooled)[1] or []) == 89  # without --average: one row per run and task
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from omniagent.eval.results import load_rows
 from omniagent.eval.summary import (
     DEFAULT_DURATION_BINS,
+    _scorable,
     compare,
     load_summary,
     paired_compare,
@@ -64,10 +65,10 @@ def average_by_task(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             by_id.setdefault(str(row["id"]), []).append(row)
     out = []
     for rows in by_id.values():
-        if len(rows) != len(parts) or any(r.get("reward") is None for r in rows):
+        if len(rows) != len(parts) or any(r.get("reward") is None or not _scorable(r) for r in rows):
             continue  # a task not scored by every part has no mean over them
         mean = {k: sum(float(r.get(k) or 0) for r in rows) / len(rows) for k in AVERAGED}
-        out.append(dict(rows[0], **mean))
+        out.append(dict(rows[0], **mean, reward_available=True))  # every part scored it
     return out
 
 
