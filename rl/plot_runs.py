@@ -19,6 +19,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from omniagent.trajectory import load_trajectories
+from rl.turn_labels import turn_action
+
 ACTIONS = ("get_frames", "get_audio", "get_clip", "answer", "rejected")
 
 
@@ -40,14 +43,10 @@ def weights_by_action(run_dir: Path) -> dict[str, list[float]]:
     path = run_dir / "rollouts.jsonl"
     if not path.exists():
         return {}
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        traj = json.loads(line)
-        weights = (traj.get("meta") or {}).get("turn_weights") or []
-        for turn, w in zip(traj.get("turns", []), weights, strict=False):
-            action = "rejected" if turn.get("error") else (turn.get("action_type") or "rejected")
-            out.setdefault(action, []).append(float(w))
+    for traj in load_trajectories(path):
+        weights = (traj.meta or {}).get("turn_weights") or []
+        for turn, w in zip(traj.turns, weights, strict=False):
+            out.setdefault(turn_action(turn), []).append(float(w))
     if all(w == 1.0 for ws in out.values() for w in ws):
         return {}
     return {a: ws for a, ws in out.items() if ws}

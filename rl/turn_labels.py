@@ -56,6 +56,11 @@ def overlaps_evidence(turn: TurnRecord, evidence: Sequence[Sequence[float]]) -> 
     return any(s <= float(e1) and float(e0) <= e for s, e in percept_spans(turn) for e0, e1 in evidence)
 
 
+def turn_action(turn: TurnRecord) -> str:
+    """The turn's action for per-action tables: ``rejected`` when the environment refused the turn."""
+    return "rejected" if turn.error else (turn.action_type or "none")
+
+
 def discovery_labels(traj: Trajectory, evidence: Sequence[Sequence[float]]) -> list[int]:
     """1 on the trajectory's first turn whose percept overlaps the evidence, 0 on every other turn."""
     labels = [0] * len(traj.turns)
@@ -198,8 +203,7 @@ def weights_by_discovery(
         if not evidence or not turn_weights or len(turn_weights) != len(traj.turns):
             continue
         for turn, label, w in zip(traj.turns, discovery_labels(traj, evidence), turn_weights, strict=True):
-            action = "rejected" if turn.error else (turn.action_type or "none")
-            by_action.setdefault(action, []).append(float(w))
+            by_action.setdefault(turn_action(turn), []).append(float(w))
             if percept_spans(turn):
                 weights.append(float(w))
                 labels.append(label)

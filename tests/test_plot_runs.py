@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from omniagent.trajectory import Trajectory, TurnRecord
 from rl.plot_runs import main, read_curve, weights_by_action
 
 
@@ -14,10 +15,22 @@ def _run(root: Path, name: str, weights: list[list[float]]) -> Path:
     run = root / name
     run.mkdir()
     (run / "metrics.csv").write_text("iteration,reward_mean,eval_reward\n1,0.25,\n2,0.5,0.3\n")
-    turns = [{"action_type": "get_frames", "error": None}, {"action_type": "answer", "error": "bad_answer"},
-             {"action_type": "answer", "error": None}]  # fmt: skip
-    rows = [{"turns": turns, "meta": {"iteration": 1, "turn_weights": w}} for w in weights]
-    (run / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    turns = [TurnRecord(turn=1, raw_text="x", action_type="get_frames"),
+             TurnRecord(turn=2, raw_text="x", action_type="answer", error="bad_answer"),
+             TurnRecord(turn=3, raw_text="x", action_type="answer")]  # fmt: skip
+    rows = [
+        Trajectory(
+            id=f"g0-{k}",
+            media="m.mp4",
+            question="q?",
+            task_type="mcq",
+            max_turns=8,
+            turns=turns,
+            meta={"iteration": 1, "turn_weights": w},
+        )  # fmt: skip
+        for k, w in enumerate(weights)
+    ]
+    (run / "rollouts.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
     return run
 
 

@@ -17,13 +17,13 @@ from typing import Any
 from omniagent.eval.results import load_rows
 from omniagent.eval.summary import (
     DEFAULT_DURATION_BINS,
-    _scorable,
     compare,
     load_summary,
     paired_compare,
     print_compare,
     print_eval_summary,
     print_paired,
+    scorable,
     summarize,
 )
 
@@ -45,13 +45,8 @@ def run_settings(folder: Path) -> dict[str, Any]:
     return out
 
 
-AVERAGED = (
-    "reward",
-    "answered",
-    "frames_used",
-    "turns",
-    "audio_seconds_used",
-)  # numbers averaged by --average
+# the numbers of a row that --average replaces by their mean over the runs
+AVERAGED = ("reward", "answered", "frames_used", "turns", "audio_seconds_used")
 
 
 def average_by_task(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -65,7 +60,7 @@ def average_by_task(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
             by_id.setdefault(str(row["id"]), []).append(row)
     out = []
     for rows in by_id.values():
-        if len(rows) != len(parts) or any(r.get("reward") is None or not _scorable(r) for r in rows):
+        if len(rows) != len(parts) or any(r.get("reward") is None or not scorable(r) for r in rows):
             continue  # a task not scored by every part has no mean over them
         mean = {k: sum(float(r.get(k) or 0) for r in rows) / len(rows) for k in AVERAGED}
         out.append(dict(rows[0], **mean, reward_available=True))  # every part scored it

@@ -130,7 +130,7 @@ def _row_order(row: dict[str, Any]) -> tuple[str, str]:
     return (str(row.get("id", "")), json.dumps(row, sort_keys=True, default=str))
 
 
-def _scorable(row: dict[str, Any]) -> bool:
+def scorable(row: dict[str, Any]) -> bool:
     """False for an answer that was recorded but could not be scored (ff without a judge)."""
     return not (row.get("answered") and not row.get("reward_available", True))
 
@@ -140,7 +140,7 @@ def _mean(values: list[float]) -> float | None:
 
 
 def _group(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]:
-    scored = [r for r in rows if _scorable(r)]
+    scored = [r for r in rows if scorable(r)]
     return {
         "n": len(rows),
         "score": bootstrap_ci([r["reward"] for r in scored], n_boot, seed),
@@ -166,8 +166,8 @@ def summarize(
     """
     rows = sorted(rows, key=_row_order)
     ok = [r for r in rows if r.get("status") == "ok"]
-    scored = [r for r in rows if _scorable(r)]
-    scored_ok = [r for r in ok if _scorable(r)]
+    scored = [r for r in rows if scorable(r)]
+    scored_ok = [r for r in ok if scorable(r)]
     attempted = [r for r in rows if r.get("stop_reason") not in (None, "media_error")]
     ctx = [t for r in attempted for t in (r.get("context_tokens") or []) if t is not None]
     model_s = sum(r.get("model_seconds", 0.0) for r in rows)
@@ -426,8 +426,8 @@ def paired_compare(
     is resolved with fewer tasks; ids are sorted, so row order does not change the interval. The
     difference is resolved at 95% when its interval excludes 0. Also per task type, with its metric.
     """
-    a = {str(r.get("id")): r for r in rows_a if _scorable(r)}
-    b = {str(r.get("id")): r for r in rows_b if _scorable(r)}
+    a = {str(r.get("id")): r for r in rows_a if scorable(r)}
+    b = {str(r.get("id")): r for r in rows_b if scorable(r)}
     shared = sorted(set(a) & set(b))
 
     def diff(ids: list[str]) -> dict[str, Any]:
