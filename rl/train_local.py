@@ -132,6 +132,8 @@ class Args:
         """Settings a resumed run must share with the run that saved the checkpoint."""
         keep = {k: v for k, v in asdict(self).items() if k not in ("local", "model")}
         keep["train_tasks"], keep["seed"] = str(self.local["train_tasks"]), int(self.local["seed"])
+        if self.local.get("task_types"):  # only when set, so runs saved before the knob existed still resume
+            keep["task_types"] = sorted(self.local["task_types"])
         return json.loads(json.dumps(keep))
 
 
@@ -343,6 +345,19 @@ def load_policy(model: str, args: Args) -> Any:
     return policy
 
 
+def training_tasks(path: str, task_types: list[str] | None) -> list[Task]:
+    """The tasks rollouts draw from: all of ``path``, or those of ``local.task_types`` (types whose groups can
+    disagree; a type the policy never scores on gives groups of equal reward, hence zero advantage)."""
+    tasks = load_tasks_jsonl(path)
+    if not task_types:
+        return tasks
+    kept = [t for t in tasks if t.task_type in set(task_types)]
+    if not kept:
+        found = sorted({t.task_type for t in tasks})
+        raise ValueError(f"local.task_types={list(task_types)} keeps no task of {path} (its types: {found})")
+    return kept
+
+
 def resume_point(args: Args, ckpt_root: Path) -> tuple[Path | None, dict[str, Any] | None]:
     """The newest checkpoint to continue from (None when starting afresh); refuses one from other settings."""
     folder = latest_checkpoint(ckpt_root) if args.local.get("resume", True) else None
@@ -391,7 +406,7 @@ def train(cfg: DictConfig) -> Path:
     truncate_rollouts(run_dir / "rollouts.jsonl", start)
 
     env = OmniVideoEnv(limits=EnvLimits(**(args.env.get("limits") or {})))
-    train_tasks = load_tasks_jsonl(str(local["train_tasks"]))
+    train_tasks = training_tasks(str(local["train_tasks"]), local.get("task_types"))
     eval_tasks = load_tasks_jsonl(str(local["eval_tasks"])) if local.get("eval_tasks") else []
     eval_tasks = eval_tasks[: int(local.get("max_eval_tasks", len(eval_tasks)))]
     seed, iterations = int(local["seed"]), int(local["iterations"])

@@ -24,7 +24,16 @@ from omniagent.trajectory import Trajectory
 from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from rl.info_gain import answer_entropy, information_gains
 from rl.local_rollout import TurnEncoder, TurnRow
-from rl.train_local import Args, RecordingPolicy, compose_config, evaluate, load_policy, ppo_clip_loss, train
+from rl.train_local import (
+    Args,
+    RecordingPolicy,
+    compose_config,
+    evaluate,
+    load_policy,
+    ppo_clip_loss,
+    train,
+    training_tasks,
+)
 from rl.turn_budget import turn_budget
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +88,27 @@ def test_args_are_read_from_the_keys_verl_reads(cfg_tiny, train_tasks: Path) -> 
     assert args.norm_by_std is cfg_tiny.algorithm.norm_adv_by_std_in_grpo
     big = Args.from_config(compose_config(["+exp=7b", "taura.mode=grpo", f"local.train_tasks={train_tasks}"]))
     assert big.group_size == 8 and big.mode == "grpo" and big.clip_high == 0.3  # the 7B recipe's settings
+
+
+def test_task_types_restrict_the_training_draw_and_belong_to_the_resume_fingerprint(
+    train_tasks: Path, random_dir: Path
+) -> None:
+    every = train_tasks.parent / "s1" / "tasks.jsonl"
+    types = {t.task_type for t in load_tasks_jsonl(every)}
+    assert {"mcq", "tr"} <= types
+    kept = training_tasks(str(every), ["mcq", "size"])
+    assert kept and {t.task_type for t in kept} <= {"mcq", "size"}
+    assert len(kept) == sum(t.task_type in ("mcq", "size") for t in load_tasks_jsonl(every))
+    assert len(training_tasks(str(every), None)) == len(load_tasks_jsonl(every))
+    with pytest.raises(ValueError, match=r"keeps no task.*its types: \['ff'"):
+        training_tasks(str(every), ["counting"])
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={every}"]
+    plain = Args.from_config(compose_config(base)).fingerprint()
+    narrow = Args.from_config(compose_config([*base, "local.task_types=[size,mcq]"])).fingerprint()
+    assert "task_types" not in plain and narrow["task_types"] == [
+        "mcq",
+        "size",
+    ]  # a filtered run resumes only so
 
 
 def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
