@@ -7,7 +7,8 @@ that found the evidence, or just the answer turns, shows only in the per-turn we
 writes into ``rollouts.jsonl`` (``meta.turn_weights``). Left panel: training reward per iteration (the mean of
 that iteration's sampled episodes), with the trainer's greedy held-out eval as dots. Right panel: the
 distribution of the applied turn weights by the turn's action (``rejected``: the environment refused the
-turn), over every run whose weights are not all 1 (GRPO's are).
+turn), over every run whose weights are not all 1 (GRPO's are). It also prints, per run and task type, how
+many groups were flat (every episode the same reward, so no advantage).
 """
 
 from __future__ import annotations
@@ -50,6 +51,26 @@ def weights_by_action(run_dir: Path) -> dict[str, list[float]]:
     if all(w == 1.0 for ws in out.values() for w in ws):
         return {}
     return {a: ws for a, ws in out.items() if ws}
+
+
+def flat_groups(run_dir: Path) -> dict[str, list[int]]:
+    """``[flat, groups]`` by task type (and ``all``): a group is one task's episodes in one iteration (ids
+    ``g<k>-<i>``); it is flat when every episode got the same reward, so its advantages are all 0."""
+    rewards: dict[tuple[int, str], list[float]] = {}
+    types: dict[tuple[int, str], str] = {}
+    path = run_dir / "rollouts.jsonl"
+    for traj in load_trajectories(path) if path.exists() else []:
+        meta = traj.meta or {}
+        key = (int(meta.get("iteration", 0)), traj.id.split("-")[0])
+        rewards.setdefault(key, []).append(float(meta.get("shaped_reward", traj.reward or 0.0)))
+        types[key] = traj.task_type or "?"
+    out: dict[str, list[int]] = {}
+    for key, rs in rewards.items():
+        for name in ("all", types[key]):
+            counts = out.setdefault(name, [0, 0])
+            counts[0] += int(max(rs) == min(rs))
+            counts[1] += 1
+    return out
 
 
 def plot(run_dirs: Sequence[Path], out: Path) -> dict[str, dict[str, list[float]]]:
@@ -98,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(f"no metrics.csv in: {', '.join(missing)} (rl/train_local.py run folders expected)")
     drawn = plot(args.runs, args.out)
     summary = {run: {a: round(sum(ws) / len(ws), 3) for a, ws in by.items()} for run, by in drawn.items()}
-    print(json.dumps({"figure": str(args.out), "mean_weight_by_action": summary}))
+    flat = {run.name: flat_groups(run) for run in args.runs}
+    print(json.dumps({"figure": str(args.out), "mean_weight_by_action": summary, "flat_groups": flat}))
     return 0
 
 

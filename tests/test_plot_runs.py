@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.plot_runs import main, read_curve, weights_by_action
+from rl.plot_runs import flat_groups, main, read_curve, weights_by_action
 
 
-def _run(root: Path, name: str, weights: list[list[float]]) -> Path:
+def _run(root: Path, name: str, weights: list[list[float]], rewards: list[float] | None = None) -> Path:
     run = root / name
     run.mkdir()
     (run / "metrics.csv").write_text("iteration,reward_mean,eval_reward\n1,0.25,\n2,0.5,0.3\n")
@@ -26,6 +26,7 @@ def _run(root: Path, name: str, weights: list[list[float]]) -> Path:
             task_type="mcq",
             max_turns=8,
             turns=turns,
+            reward=(rewards or [0.0] * len(weights))[k],
             meta={"iteration": 1, "turn_weights": w},
         )  # fmt: skip
         for k, w in enumerate(weights)
@@ -54,9 +55,26 @@ def test_main_writes_the_figure_and_rejects_a_folder_without_metrics(tmp_path: P
     assert main([str(taura), str(grpo), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = json.loads(capsys.readouterr().out)
+    assert printed["flat_groups"] == {
+        "taura_s0": {"all": [1, 1], "mcq": [1, 1]},
+        "grpo_s0": {"all": [1, 1], "mcq": [1, 1]},
+    }
     assert printed["mean_weight_by_action"] == {
         "taura_s0": {"get_frames": 0.5, "rejected": 1.5, "answer": 2.0}
     }
     with pytest.raises(SystemExit, match="no metrics.csv in: .*empty"):
         (tmp_path / "empty").mkdir()
         main([str(tmp_path / "empty"), "--out", str(out)])
+
+
+def test_flat_groups_count_groups_whose_episodes_all_scored_alike(tmp_path: Path) -> None:
+    flat = _run(tmp_path, "flat", [[1.0]] * 3, rewards=[0.0, 0.0, 0.0])
+    split = _run(tmp_path, "split", [[1.0]] * 3, rewards=[0.0, 1.0, 0.0])
+    assert flat_groups(flat) == {"all": [1, 1], "mcq": [1, 1]}
+    assert flat_groups(split) == {"all": [0, 1], "mcq": [0, 1]}
+    # one group per (iteration, g<k>): a second iteration's episodes form another group
+    rows = (split / "rollouts.jsonl").read_text().splitlines()
+    again = [json.loads(r) | {"meta": {"iteration": 2, "turn_weights": [1.0]}, "reward": 0.5} for r in rows]
+    with open(split / "rollouts.jsonl", "a") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in again))
+    assert flat_groups(split) == {"all": [1, 2], "mcq": [1, 2]}
