@@ -197,8 +197,8 @@ def run_parallel(jobs: dict[str, tuple[list[str], Path]], at_once: int) -> None:
 
 def stage_eval(args: argparse.Namespace) -> None:
     blank_media(held_out_set(args), args.out / "synth_blind")
-    jobs = {}
-    for name, (tasks_file, run_dir, policy, kwargs) in run_rows(args).items():
+    jobs, rows = {}, run_rows(args)
+    for name, (tasks_file, run_dir, policy, kwargs) in rows.items():
         if (name == "random_weights" and not args.eval_random_weights) or (
             name.startswith("agent_free") and not (args.eval_free and args.constrained)
         ):
@@ -206,7 +206,7 @@ def stage_eval(args: argparse.Namespace) -> None:
         cmd = _eval_cmd(args, tasks_file, run_dir, policy, kwargs)
         jobs[name] = (cmd, args.out / "logs" / f"eval_{name}.log")
     run_parallel(jobs, args.eval_jobs)
-    res = summarise({name: row[1] for name, row in run_rows(args).items()})
+    res = summarise({name: row[1] for name, row in rows.items()})
     write_atomic(args.out / "results.json", json.dumps(res, indent=2))
     write_atomic(args.out / "results.md", results_markdown(res))
     print(results_markdown(res))
