@@ -7,8 +7,9 @@ that found the evidence, or just the answer turns, shows only in the per-turn we
 writes into ``rollouts.jsonl`` (``meta.turn_weights``). Left panel: training reward per iteration (the mean of
 that iteration's sampled episodes), with the trainer's greedy held-out eval as dots. Right panel: the
 distribution of the applied turn weights by the turn's action (``rejected``: the environment refused the
-turn), over every run whose weights are not all 1 (GRPO's are). It also prints, per run and task type, how
-many groups were flat (every episode the same reward, so no advantage).
+turn), over every run whose weights are not all 1 (GRPO's are). It also prints, per run, the mean training
+reward of the first and second half of its iterations, its largest approx. KL and its seconds, and, per task
+type, how many groups were flat (every episode the same reward, so no advantage).
 """
 
 from __future__ import annotations
@@ -20,31 +21,56 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omniagent.trajectory import load_trajectories
+from omniagent.trajectory import Trajectory, load_trajectories
 from rl.turn_labels import turn_action
 
 ACTIONS = ("get_frames", "get_audio", "get_clip", "answer", "rejected")
 
 
+def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The rows of a run's ``metrics.csv`` (read here rather than with ``rl.local_rollout.read_metrics``, which
+    would import torch into a plotting command)."""
+    with open(run_dir / "metrics.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
 def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """``reward`` and ``eval`` points ``(iteration, value)`` of a run's ``metrics.csv`` (eval where it ran)."""
     curve: dict[str, list[tuple[int, float]]] = {"reward": [], "eval": []}
-    with open(run_dir / "metrics.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            it = int(row["iteration"])
-            curve["reward"].append((it, float(row["reward_mean"])))
-            if row.get("eval_reward"):
-                curve["eval"].append((it, float(row["eval_reward"])))
+    for row in metrics_rows(run_dir):
+        it = int(row["iteration"])
+        curve["reward"].append((it, float(row["reward_mean"])))
+        if row.get("eval_reward"):
+            curve["eval"].append((it, float(row["eval_reward"])))
     return curve
 
 
-def weights_by_action(run_dir: Path) -> dict[str, list[float]]:
-    """Every turn weight of the run's rollouts, grouped by the turn's action; empty when all weights are 1."""
-    out: dict[str, list[float]] = {a: [] for a in ACTIONS}
+def training_summary(run_dir: Path) -> dict[str, float]:
+    """Mean training reward of the first and the second half of the iterations, the largest approx. KL of an
+    update, and the run's seconds (the sums of ``metrics.csv``'s columns)."""
+    rows = metrics_rows(run_dir)
+    rewards = [float(r["reward_mean"]) for r in rows]
+    half = (len(rewards) + 1) // 2
+    out = {
+        "reward_first_half": round(sum(rewards[:half]) / max(half, 1), 3),
+        "reward_second_half": round(sum(rewards[half:]) / max(len(rewards) - half, 1), 3),
+    }
+    if rows and rows[0].get("approx_kl") is not None:
+        out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
+        out["seconds"] = round(sum(float(r["seconds"]) for r in rows))
+    return out
+
+
+def rollouts(run_dir: Path) -> list[Trajectory]:
+    """The run's sampled episodes (``rollouts.jsonl``), read once for every summary; none if it has none."""
     path = run_dir / "rollouts.jsonl"
-    if not path.exists():
-        return {}
-    for traj in load_trajectories(path):
+    return load_trajectories(path) if path.exists() else []
+
+
+def weights_by_action(trajs: Sequence[Trajectory]) -> dict[str, list[float]]:
+    """Every turn weight of a run's rollouts, grouped by the turn's action; empty when all weights are 1."""
+    out: dict[str, list[float]] = {a: [] for a in ACTIONS}
+    for traj in trajs:
         weights = (traj.meta or {}).get("turn_weights") or []
         for turn, w in zip(traj.turns, weights, strict=False):
             out.setdefault(turn_action(turn), []).append(float(w))
@@ -53,13 +79,12 @@ def weights_by_action(run_dir: Path) -> dict[str, list[float]]:
     return {a: ws for a, ws in out.items() if ws}
 
 
-def flat_groups(run_dir: Path) -> dict[str, list[int]]:
+def flat_groups(trajs: Sequence[Trajectory]) -> dict[str, list[int]]:
     """``[flat, groups]`` by task type (and ``all``): a group is one task's episodes in one iteration (ids
     ``g<k>-<i>``); it is flat when every episode got the same reward, so its advantages are all 0."""
     rewards: dict[tuple[int, str], list[float]] = {}
     types: dict[tuple[int, str], str] = {}
-    path = run_dir / "rollouts.jsonl"
-    for traj in load_trajectories(path) if path.exists() else []:
+    for traj in trajs:
         meta = traj.meta or {}
         key = (int(meta.get("iteration", 0)), traj.id.split("-")[0])
         rewards.setdefault(key, []).append(float(meta.get("shaped_reward", traj.reward or 0.0)))
@@ -73,8 +98,11 @@ def flat_groups(run_dir: Path) -> dict[str, list[int]]:
     return out
 
 
-def plot(run_dirs: Sequence[Path], out: Path) -> dict[str, dict[str, list[float]]]:
-    """Write the two-panel figure to ``out``; returns the weights drawn, by run and action."""
+def plot(
+    run_dirs: Sequence[Path], out: Path, trajs: dict[Path, list[Trajectory]]
+) -> dict[str, dict[str, list[float]]]:
+    """Write the two-panel figure to ``out`` (``trajs``: each run's rollouts); returns the weights drawn, by run
+    and action."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,7 +116,7 @@ def plot(run_dirs: Sequence[Path], out: Path) -> dict[str, dict[str, list[float]
         (line,) = left.plot(*zip(*curve["reward"], strict=True), label=run_dir.name, alpha=0.8)
         if curve["eval"]:
             left.plot(*zip(*curve["eval"], strict=True), "o", color=line.get_color(), markersize=4)
-        weights = weights_by_action(run_dir)
+        weights = weights_by_action(trajs[run_dir])
         if weights:
             drawn[run_dir.name] = weights
             for action, ws in weights.items():
@@ -117,10 +145,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = [str(r) for r in args.runs if not (r / "metrics.csv").exists()]
     if missing:
         raise SystemExit(f"no metrics.csv in: {', '.join(missing)} (rl/train_local.py run folders expected)")
-    drawn = plot(args.runs, args.out)
+    trajs = {run: rollouts(run) for run in args.runs}
+    drawn = plot(args.runs, args.out, trajs)
     summary = {run: {a: round(sum(ws) / len(ws), 3) for a, ws in by.items()} for run, by in drawn.items()}
-    flat = {run.name: flat_groups(run) for run in args.runs}
-    print(json.dumps({"figure": str(args.out), "mean_weight_by_action": summary, "flat_groups": flat}))
+    flat = {run.name: flat_groups(trajs[run]) for run in args.runs}
+    training = {run.name: training_summary(run) for run in args.runs}
+    printed = {
+        "figure": str(args.out),
+        "training": training,
+        "mean_weight_by_action": summary,
+        "flat_groups": flat,
+    }
+    print(json.dumps(printed))
     return 0
 
 

@@ -351,7 +351,8 @@ def training_tasks(path: str, task_types: list[str] | None) -> list[Task]:
     tasks = load_tasks_jsonl(path)
     if not task_types:
         return tasks
-    kept = [t for t in tasks if t.task_type in set(task_types)]
+    wanted = set(task_types)
+    kept = [t for t in tasks if t.task_type in wanted]
     if not kept:
         found = sorted({t.task_type for t in tasks})
         raise ValueError(f"local.task_types={list(task_types)} keeps no task of {path} (its types: {found})")

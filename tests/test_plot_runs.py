@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.plot_runs import flat_groups, main, read_curve, weights_by_action
+from rl.plot_runs import flat_groups, main, read_curve, rollouts, training_summary, weights_by_action
 
 
 def _run(root: Path, name: str, weights: list[list[float]], rewards: list[float] | None = None) -> Path:
@@ -40,12 +40,12 @@ def test_curve_and_weights_by_action(tmp_path: Path) -> None:
     grpo = _run(tmp_path, "grpo_s0", [[1.0, 1.0, 1.0]])
     assert read_curve(taura) == {"reward": [(1, 0.25), (2, 0.5)], "eval": [(2, 0.3)]}
     # the refused turn counts as "rejected" whatever action it tried
-    assert weights_by_action(taura) == {
+    assert weights_by_action(rollouts(taura)) == {
         "get_frames": [0.5, 0.25],
         "answer": [2.0, 1.0],
         "rejected": [1.5, 1.0],
     }
-    assert weights_by_action(grpo) == {}  # all weights 1: nothing was rescaled
+    assert weights_by_action(rollouts(grpo)) == {}  # all weights 1: nothing was rescaled
 
 
 def test_main_writes_the_figure_and_rejects_a_folder_without_metrics(tmp_path: Path, capsys) -> None:
@@ -55,6 +55,7 @@ def test_main_writes_the_figure_and_rejects_a_folder_without_metrics(tmp_path: P
     assert main([str(taura), str(grpo), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = json.loads(capsys.readouterr().out)
+    assert printed["training"]["taura_s0"] == {"reward_first_half": 0.25, "reward_second_half": 0.5}
     assert printed["flat_groups"] == {
         "taura_s0": {"all": [1, 1], "mcq": [1, 1]},
         "grpo_s0": {"all": [1, 1], "mcq": [1, 1]},
@@ -70,11 +71,27 @@ def test_main_writes_the_figure_and_rejects_a_folder_without_metrics(tmp_path: P
 def test_flat_groups_count_groups_whose_episodes_all_scored_alike(tmp_path: Path) -> None:
     flat = _run(tmp_path, "flat", [[1.0]] * 3, rewards=[0.0, 0.0, 0.0])
     split = _run(tmp_path, "split", [[1.0]] * 3, rewards=[0.0, 1.0, 0.0])
-    assert flat_groups(flat) == {"all": [1, 1], "mcq": [1, 1]}
-    assert flat_groups(split) == {"all": [0, 1], "mcq": [0, 1]}
+    assert flat_groups(rollouts(flat)) == {"all": [1, 1], "mcq": [1, 1]}
+    assert flat_groups(rollouts(split)) == {"all": [0, 1], "mcq": [0, 1]}
     # one group per (iteration, g<k>): a second iteration's episodes form another group
     rows = (split / "rollouts.jsonl").read_text().splitlines()
     again = [json.loads(r) | {"meta": {"iteration": 2, "turn_weights": [1.0]}, "reward": 0.5} for r in rows]
     with open(split / "rollouts.jsonl", "a") as fh:
         fh.write("".join(json.dumps(r) + "\n" for r in again))
-    assert flat_groups(split) == {"all": [1, 2], "mcq": [1, 2]}
+    assert flat_groups(rollouts(split)) == {"all": [1, 2], "mcq": [1, 2]}
+
+
+def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds\n1,0.1,0.002,10\n2,0.3,0.004,20\n3,0.5,0.001,30\n"
+    )
+    # three iterations: the first half holds two (0.1, 0.3), the second one (0.5)
+    assert training_summary(run) == {
+        "reward_first_half": 0.2,
+        "reward_second_half": 0.5,
+        "max_approx_kl": 0.004,
+        "seconds": 60,
+    }
+    assert rollouts(run) == []  # no rollouts.jsonl: nothing to summarise
