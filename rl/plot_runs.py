@@ -47,7 +47,8 @@ def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 def training_summary(run_dir: Path) -> dict[str, float]:
     """Mean training reward of the first and the second half of the iterations, the largest approx. KL of an
-    update, and the run's seconds (the sums of ``metrics.csv``'s columns)."""
+    update, the run's seconds (the sums of ``metrics.csv``'s columns) and how many updates ``local.target_kl``
+    stopped early (runs logged since it exists)."""
     rows = metrics_rows(run_dir)
     rewards = [float(r["reward_mean"]) for r in rows]
     half = (len(rewards) + 1) // 2
@@ -58,6 +59,8 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     if rows and rows[0].get("approx_kl") is not None:
         out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))
+    if rows and rows[0].get("kl_stop"):  # runs with local.target_kl: updates cut short by it
+        out["kl_stops"] = sum(float(r["kl_stop"]) > 0 for r in rows)
     return out
 
 

@@ -134,6 +134,8 @@ class Args:
         keep["train_tasks"], keep["seed"] = str(self.local["train_tasks"]), int(self.local["seed"])
         if self.local.get("task_types"):  # only when set, so runs saved before the knob existed still resume
             keep["task_types"] = sorted(self.local["task_types"])
+        if self.local.get("target_kl") is not None:  # likewise
+            keep["target_kl"] = float(self.local["target_kl"])
         return json.loads(json.dumps(keep))
 
 
@@ -249,10 +251,16 @@ def ppo_clip_loss(
 
 def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int) -> dict:
     """``ppo_epochs`` passes over the rows in order, in mini-batches of ``mini_batch_rows`` turn rows (verl
-    counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics."""
+    counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics.
+
+    With ``local.target_kl`` set, the update stops before the first optimizer step whose mini-batch shows the
+    policy already further than that (approx. KL per token) from the one that sampled the rollouts (CleanRL's
+    early stop, checked per mini-batch): a step size that suits most iterations cannot run away on one."""
     params = [p for p in model.parameters() if p.requires_grad]
     size = max(1, args.mini_batch_rows)
+    target_kl = args.local.get("target_kl")
     stats: dict[str, list[float]] = {"loss": [], "clipfrac": [], "approx_kl": [], "grad_norm": []}
+    steps, stopped = 0, False
     model.train()
     for _ in range(args.ppo_epochs):
         for start in range(0, len(rows), size):
@@ -278,12 +286,20 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
                 total += float(row_loss.detach())
                 clipfrac += float((was_clipped * mask).sum()) / max(tokens, 1.0)
                 kl += float((neg_log_ratio.detach() * mask).sum()) / max(tokens, 1.0)
+            if target_kl is not None and kl > float(target_kl):
+                stats["approx_kl"].append(kl)  # the drift that stopped the update is logged; no step taken
+                stopped = True
+                break
             grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             opt.step()
+            steps += 1
             for key, value in zip(stats, (total, clipfrac, kl, float(grad_norm)), strict=True):
                 stats[key].append(value)
+        if stopped:
+            break
     model.eval()
-    return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    out = {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
+    return {**out, "opt_steps": float(steps), "kl_stop": float(stopped)}
 
 
 # ====================================================================== 5. eval, metrics, checkpoints
@@ -308,8 +324,8 @@ def evaluate(policy: Any, env: OmniVideoEnv, tasks: list[Task], args: Args) -> f
 METRICS = (
     "iteration", "reward_mean", "reward_std", "answered", "valid_turns", "turns", "frames",
     "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
-    "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "param_delta", "eval_reward",
-    "seconds",
+    "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
+    "param_delta", "eval_reward", "seconds",
 )  # fmt: skip
 
 

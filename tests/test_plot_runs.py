@@ -95,3 +95,7 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
         "seconds": 60,
     }
     assert rollouts(run) == []  # no rollouts.jsonl: nothing to summarise
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,kl_stop,seconds\n1,0.1,0.002,0.0,10\n2,0.3,0.03,1.0,20\n"
+    )  # a run with local.target_kl: one update of two was cut short
+    assert training_summary(run)["kl_stops"] == 1

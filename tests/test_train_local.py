@@ -3,7 +3,9 @@ per-turn samples, resume after SIGKILL, and a CI-sized run that learns from its 
 
 from __future__ import annotations
 
+import copy
 import csv
+import dataclasses
 import math
 import os
 import signal
@@ -31,8 +33,10 @@ from rl.train_local import (
     evaluate,
     load_policy,
     ppo_clip_loss,
+    score_rows,
     train,
     training_tasks,
+    update,
 )
 from rl.turn_budget import turn_budget
 
@@ -182,6 +186,37 @@ def test_information_gain_is_an_answer_entropy_difference(oracle_turns) -> None:
     assert 0.0 <= min(before, after) and max(before, after) <= math.log(len(task.choices)) + 1e-6
     gains = information_gains(policy.model, encoder, rows, task)
     assert gains[0] == pytest.approx(before - after) and gains[-1] == 0.0  # the answer turn has no percept
+
+
+def test_target_kl_stops_the_update_before_the_step_that_would_pass_it(oracle_turns, cfg_tiny) -> None:
+    """``local.target_kl``: no step once a mini-batch measures the policy past the bound; None never stops."""
+    policy, encoder, _, _, turns = oracle_turns
+    base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.5, mini_batch_rows=1)  # one row a step
+    assert len(turns) >= 2 and base.local["target_kl"] is None and "target_kl" not in base.fingerprint()
+    bounded = dataclasses.replace(base, local={**base.local, "target_kl": 0.02})
+    assert bounded.fingerprint()["target_kl"] == 0.02  # a bounded run resumes only with its bound
+
+    def run(target_kl: float | None) -> tuple[dict, float]:
+        model = copy.deepcopy(policy.model)
+        rows = [copy.copy(r) for r in turns]
+        score_rows(model, rows, encoder.pad_id)
+        adv = -torch.ones(len(rows), max(r.mask.shape[0] for r in rows))  # every sampled token made rarer
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=base.lr)
+        before = [p.detach().clone() for p in model.parameters()]
+        args = dataclasses.replace(base, local={**base.local, "target_kl": target_kl})
+        stats = update(model, opt, rows, adv, args, encoder.pad_id)
+        moved = sum(
+            float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before, strict=True)
+        )
+        return stats, moved
+
+    free, moved = run(None)
+    assert (free["opt_steps"], free["kl_stop"]) == (len(turns), 0.0) and moved > 0
+    assert free["approx_kl"] > 1e-3  # a step of lr 0.5 against every token moves the next row's log-probs
+    stopped, moved = run(-1.0)  # the first mini-batch, before any step, already measures KL ~0 > -1
+    assert (stopped["opt_steps"], stopped["kl_stop"], moved) == (0.0, 1.0, 0.0)
+    one, moved = run(1e-3)  # the rollout policy itself (KL ~0) steps once; the moved policy stops
+    assert (one["opt_steps"], one["kl_stop"]) == (1.0, 1.0) and moved > 0
 
 
 @pytest.mark.parametrize("mode", ["grpo", "oracle", "ig"])
