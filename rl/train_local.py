@@ -254,8 +254,9 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
     counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics.
 
     With ``local.target_kl`` set, the update stops before the first optimizer step whose mini-batch shows the
-    policy already further than that (approx. KL per token) from the one that sampled the rollouts (CleanRL's
-    early stop, checked per mini-batch): a step size that suits most iterations cannot run away on one."""
+    policy already further than that (approx. KL per token) from the one that sampled the rollouts (the
+    per-mini-batch early stop of Stable-Baselines3's PPO): a step size that suits most iterations cannot run
+    away on one. Mini-batches go in row order, as verl's do, so the groups after the stop go untrained."""
     params = [p for p in model.parameters() if p.requires_grad]
     size = max(1, args.mini_batch_rows)
     target_kl = args.local.get("target_kl")
