@@ -136,6 +136,8 @@ class Args:
             keep["task_types"] = sorted(self.local["task_types"])
         if self.local.get("target_kl") is not None:  # likewise
             keep["target_kl"] = float(self.local["target_kl"])
+        if self.local.get("task_pool"):  # likewise
+            keep["task_pool"] = int(self.local["task_pool"])
         return json.loads(json.dumps(keep))
 
 
@@ -171,7 +173,10 @@ def play_group(
         errors = sum(1 for t in traj.turns if t.error)
         reward = traj.reward - float(penalties.get("format_error_penalty", 0.0)) * errors
         reward -= 0.0 if traj.answered else float(penalties.get("no_answer_penalty", 0.0))
-        traj.meta["shaped_reward"] = reward
+        traj.meta["shaped_reward"], traj.meta["task_id"] = (
+            reward,
+            task.id,
+        )  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(
                 [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
@@ -362,18 +367,34 @@ def load_policy(model: str, args: Args) -> Any:
     return policy
 
 
-def training_tasks(path: str, task_types: list[str] | None) -> list[Task]:
+def training_tasks(
+    path: str, task_types: list[str] | None, pool: int | None = None, seed: int = 0
+) -> list[Task]:
     """The tasks rollouts draw from: all of ``path``, or those of ``local.task_types`` (types whose groups can
-    disagree; a type the policy never scores on gives groups of equal reward, hence zero advantage)."""
+    disagree; a type the policy never scores on gives groups of equal reward, hence zero advantage), cut to a
+    seeded sample of ``local.task_pool`` tasks when set. A pool as large as ``data.train_batch_size`` replays the
+    same tasks every iteration (new episode seeds each time), so the training reward becomes a learning curve on
+    fixed tasks: the check that the trainer learns at all, apart from whether it generalises."""
     tasks = load_tasks_jsonl(path)
-    if not task_types:
-        return tasks
-    wanted = set(task_types)
-    kept = [t for t in tasks if t.task_type in wanted]
-    if not kept:
-        found = sorted({t.task_type for t in tasks})
-        raise ValueError(f"local.task_types={list(task_types)} keeps no task of {path} (its types: {found})")
-    return kept
+    if task_types:
+        wanted = set(task_types)
+        kept = [t for t in tasks if t.task_type in wanted]
+        if not kept:
+            found = sorted({t.task_type for t in tasks})
+            raise ValueError(
+                f"local.task_types={list(task_types)} keeps no task of {path} (its types: {found})"
+            )
+        tasks = kept
+    if pool:
+        if not 0 < int(pool) <= len(tasks):
+            raise ValueError(
+                f"local.task_pool={pool} must be between 1 and the {len(tasks)} tasks it draws from"
+            )
+        picks = np.random.default_rng([seed, len(tasks), int(pool)]).choice(
+            len(tasks), int(pool), replace=False
+        )
+        tasks = [tasks[int(i)] for i in sorted(picks)]
+    return tasks
 
 
 def resume_point(args: Args, ckpt_root: Path) -> tuple[Path | None, dict[str, Any] | None]:
@@ -424,10 +445,14 @@ def train(cfg: DictConfig) -> Path:
     truncate_rollouts(run_dir / "rollouts.jsonl", start)
 
     env = OmniVideoEnv(limits=EnvLimits(**(args.env.get("limits") or {})))
-    train_tasks = training_tasks(str(local["train_tasks"]), local.get("task_types"))
+    seed, iterations = int(local["seed"]), int(local["iterations"])
+    train_tasks = training_tasks(
+        str(local["train_tasks"]), local.get("task_types"), local.get("task_pool"), seed
+    )
+    if local.get("task_pool"):  # which tasks a fixed-pool run trained on, for its analysis
+        (run_dir / "task_pool.json").write_text(json.dumps([t.id for t in train_tasks], indent=1) + "\n")
     eval_tasks = load_tasks_jsonl(str(local["eval_tasks"])) if local.get("eval_tasks") else []
     eval_tasks = eval_tasks[: int(local.get("max_eval_tasks", len(eval_tasks)))]
-    seed, iterations = int(local["seed"]), int(local["iterations"])
     bar = tqdm(
         range(start, iterations), initial=start, total=iterations, disable=not local.get("progress", True)
     )

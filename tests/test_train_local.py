@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
+import json
 import math
 import os
 import signal
@@ -113,6 +114,36 @@ def test_task_types_restrict_the_training_draw_and_belong_to_the_resume_fingerpr
         "mcq",
         "size",
     ]  # a filtered run resumes only so
+
+
+def test_task_pool_fixes_a_seeded_sample_that_every_iteration_replays(
+    train_tasks: Path, random_dir: Path, tmp_path: Path
+) -> None:
+    every = train_tasks.parent / "s1" / "tasks.jsonl"
+    n_all = len(load_tasks_jsonl(every))
+    pool = training_tasks(str(every), None, pool=4, seed=0)
+    assert len(pool) == 4 == len({t.id for t in pool})
+    assert [t.id for t in training_tasks(str(every), None, pool=4, seed=0)] == [t.id for t in pool]
+    assert [t.id for t in training_tasks(str(every), None, pool=4, seed=1)] != [t.id for t in pool]
+    narrow = training_tasks(str(every), ["mcq", "size"], pool=2, seed=0)
+    assert len(narrow) == 2 and {t.task_type for t in narrow} <= {"mcq", "size"}
+    with pytest.raises(ValueError, match=r"task_pool=999 must be between 1 and the \d+ tasks"):
+        training_tasks(str(every), None, pool=999)
+    assert len(training_tasks(str(every), None, pool=n_all)) == n_all
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={every}"]
+    args = Args.from_config(compose_config([*base, "local.task_pool=4", "data.train_batch_size=4"]))
+    assert (
+        args.fingerprint()["task_pool"] == 4
+        and "task_pool" not in Args.from_config(compose_config(base)).fingerprint()
+    )
+    cfg = compose_config([*base, "local.task_pool=2", "data.train_batch_size=2", "local.iterations=2",
+                          f"local.run_dir={tmp_path}"])  # fmt: skip
+    train(cfg)
+    ids = json.loads((tmp_path / "task_pool.json").read_text())
+    assert ids == [t.id for t in training_tasks(str(every), None, pool=2, seed=0)]
+    trajs = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    for it in (1, 2):  # a pool as large as the batch: every iteration plays every pool task, one group each
+        assert sorted({t["meta"]["task_id"] for t in trajs if t["meta"]["iteration"] == it}) == sorted(ids)
 
 
 def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
