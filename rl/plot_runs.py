@@ -9,7 +9,9 @@ that iteration's sampled episodes), with the trainer's greedy held-out eval as d
 distribution of the applied turn weights by the turn's action (``rejected``: the environment refused the
 turn), over every run whose weights are not all 1 (GRPO's are). It also prints, per run, the mean training
 reward of the first and second half of its iterations, its largest approx. KL and its seconds, and, per task
-type, how many groups were flat (every episode the same reward, so no advantage).
+type, how many groups were flat (every episode the same reward, so no advantage). For runs that replay the
+same tasks every iteration (``local.task_pool``), it prints the change of training reward per task from the
+first to the last iterations with a bootstrap CI: the learning curve on fixed tasks.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from omniagent.trajectory import Trajectory, load_trajectories
 from rl.turn_labels import turn_action
@@ -101,6 +106,41 @@ def flat_groups(trajs: Sequence[Trajectory]) -> dict[str, list[int]]:
     return out
 
 
+def fixed_task_change(
+    trajs: Sequence[Trajectory], window: int = 4, draws: int = 2000, seed: int = 0
+) -> dict[str, float] | None:
+    """Mean training reward of the last ``window`` iterations minus the first ``window``, over the tasks played
+    in both (``meta.task_id``, written since ``local.task_pool`` exists), with a 95% percentile bootstrap CI that
+    resamples episodes within each (task, window). Each task weighs the same, so the change is the policy's on
+    those tasks, not a change of which tasks were drawn. None when no task was played in both windows."""
+    iterations = sorted({int((t.meta or {}).get("iteration", 0)) for t in trajs})
+    if len(iterations) < 2 * window:
+        return None
+    first, last = set(iterations[:window]), set(iterations[-window:])
+    cells: dict[tuple[str, bool], list[float]] = {}
+    for traj in trajs:
+        meta = traj.meta or {}
+        it, task = int(meta.get("iteration", 0)), meta.get("task_id")
+        if task is not None and (it in first or it in last):
+            cells.setdefault((str(task), it in last), []).append(
+                float(meta.get("shaped_reward", traj.reward))
+            )
+    tasks = sorted({t for t, late in cells if (t, not late) in cells})
+    if not tasks:
+        return None
+    rng = np.random.default_rng(seed)
+
+    def change(sample: Any) -> Any:  # sample(rewards) -> a mean per draw (or the plain mean)
+        return np.mean([sample(cells[(t, True)]) - sample(cells[(t, False)]) for t in tasks], axis=0)
+
+    point = float(change(np.mean))
+    boot = change(lambda rs: rng.choice(np.asarray(rs), size=(draws, len(rs))).mean(axis=1))
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    early = float(np.mean([np.mean(cells[(t, False)]) for t in tasks]))
+    return {"tasks": len(tasks), "first": round(early, 3), "last": round(early + point, 3),
+            "change": round(point, 3), "ci_low": round(float(lo), 3), "ci_high": round(float(hi), 3)}  # fmt: skip
+
+
 def plot(
     run_dirs: Sequence[Path], out: Path, trajs: dict[Path, list[Trajectory]]
 ) -> dict[str, dict[str, list[float]]]:
@@ -153,6 +193,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = {run: {a: round(sum(ws) / len(ws), 3) for a, ws in by.items()} for run, by in drawn.items()}
     flat = {run.name: flat_groups(trajs[run]) for run in args.runs}
     training = {run.name: training_summary(run) for run in args.runs}
+    for run in args.runs:
+        change = fixed_task_change(trajs[run])
+        if change is not None:
+            training[run.name]["fixed_task_change"] = change  # type: ignore[assignment]
     printed = {
         "figure": str(args.out),
         "training": training,

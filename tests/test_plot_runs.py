@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.plot_runs import flat_groups, main, read_curve, rollouts, training_summary, weights_by_action
+from rl.plot_runs import (
+    fixed_task_change,
+    flat_groups,
+    main,
+    read_curve,
+    rollouts,
+    training_summary,
+    weights_by_action,
+)
 
 
 def _run(root: Path, name: str, weights: list[list[float]], rewards: list[float] | None = None) -> Path:
@@ -99,3 +107,38 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
         "iteration,reward_mean,approx_kl,kl_stop,seconds\n1,0.1,0.002,0.0,10\n2,0.3,0.03,1.0,20\n"
     )  # a run with local.target_kl: one update of two was cut short
     assert training_summary(run)["kl_stops"] == 1
+
+
+def _pool_episodes(rewards_by_iteration: dict[int, dict[str, list[float]]]) -> list[Trajectory]:
+    return [
+        Trajectory(
+            id=f"g{k}-{i}",
+            media="m.mp4",
+            question=task,
+            task_type="mcq",
+            max_turns=4,
+            reward=r,
+            meta={"iteration": it, "task_id": task, "shaped_reward": r},
+        )  # fmt: skip
+        for it, by_task in rewards_by_iteration.items()
+        for k, (task, rs) in enumerate(by_task.items())
+        for i, r in enumerate(rs)
+    ]
+
+
+def test_fixed_task_change_compares_the_same_tasks_first_and_last() -> None:
+    # task a: 0.25 -> 0.75 in every iteration; task b: 0.5 throughout; task c only early (left out)
+    early = {"a": [0.0, 0.0, 1.0, 0.0], "b": [0.5] * 4, "c": [1.0] * 4}
+    late = {"a": [1.0, 1.0, 0.0, 1.0], "b": [0.5] * 4}
+    trajs = _pool_episodes({1: early, 2: early, 3: late, 4: late})
+    got = fixed_task_change(trajs, window=2, draws=500)
+    assert got is not None
+    assert (got["tasks"], got["first"], got["last"], got["change"]) == (2, 0.375, 0.625, 0.25)
+    assert 0.0 < got["ci_low"] < 0.25 < got["ci_high"] <= 0.5  # only task a varies; b contributes 0
+    assert fixed_task_change(trajs, window=3) is None  # four iterations cannot hold two windows of three
+    same = fixed_task_change(_pool_episodes({1: early, 2: early}), window=1)
+    assert same is not None and same["change"] == 0.0 and same["ci_low"] < 0.0 < same["ci_high"]
+    steady = fixed_task_change(_pool_episodes({1: {"b": [0.5] * 4}, 2: {"b": [0.5] * 4}}), window=1)
+    assert steady is not None and steady["change"] == steady["ci_low"] == steady["ci_high"] == 0.0
+    no_ids = [t.model_copy(update={"meta": {"iteration": t.meta["iteration"]}}) for t in trajs]
+    assert fixed_task_change(no_ids, window=2) is None  # runs logged before task ids: nothing to pair
