@@ -23,7 +23,7 @@ import json
 import math
 import os
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -169,6 +169,19 @@ class Task(BaseModel):
         if self.task_type != "mcq" or self.answer is None or self.choices is None:
             return None
         return self.choices[letter_index(str(self.answer))]
+
+    def with_choices_in_order(self, order: Sequence[int]) -> Task:
+        """This task with its choices reordered (``order[k]`` is the old index of the new ``k``-th choice) and
+        the answer letter following its choice: the same question, scored the same, under other letters. RL
+        rollouts use it so that a preferred letter earns nothing (see ``local.shuffle_options``)."""
+        if self.task_type != "mcq" or self.choices is None:
+            return self
+        if sorted(order) != list(range(len(self.choices))):
+            raise ValueError(f"{list(order)} is not an order of the {len(self.choices)} choices")
+        answer = self.answer
+        if answer is not None:
+            answer = choice_letter(list(order).index(letter_index(str(answer))))
+        return self.model_copy(update={"choices": [self.choices[i] for i in order], "answer": answer})
 
     def env_options(self, max_turns: int | None = None) -> dict[str, Any]:
         """``env.reset`` options for this task (``max_turns`` None: the environment's default)."""

@@ -138,6 +138,8 @@ class Args:
             keep["target_kl"] = float(self.local["target_kl"])
         if self.local.get("task_pool"):  # likewise
             keep["task_pool"] = int(self.local["task_pool"])
+        if self.local.get("shuffle_options"):  # likewise
+            keep["shuffle_options"] = True
         return json.loads(json.dumps(keep))
 
 
@@ -167,9 +169,15 @@ def play_group(
     trajs, rows = [], []
     budget = turn_budget(task.duration, args.env.get("turns") or {})
     penalties = args.env.get("reward") or {}
+    shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
-        traj = run_episode(env, recorder, task.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i)
+        # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays on its own
+        order = np.random.default_rng([seed + i, 1]).permutation(len(task.choices or [])) if shuffle else None
+        played = task.with_choices_in_order([int(k) for k in order]) if order is not None else task
+        traj = run_episode(
+            env, recorder, played.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i
+        )
         errors = sum(1 for t in traj.turns if t.error)
         reward = traj.reward - float(penalties.get("format_error_penalty", 0.0)) * errors
         reward -= 0.0 if traj.answered else float(penalties.get("no_answer_penalty", 0.0))

@@ -140,3 +140,19 @@ def test_ff_scores_zero_without_a_judge_and_the_judge_value_with_one() -> None:
 def test_unknown_task_type() -> None:
     with pytest.raises(ValueError, match="unknown task type"):
         get_scorer("essay")
+
+
+def test_reordered_choices_keep_the_answer_on_its_text() -> None:
+    from envs.tasks import Task
+
+    task = Task(
+        id="t", media="m.mp4", question="Which?", task_type="mcq", choices=["6", "1", "4", "5"], answer="D"
+    )
+    moved = task.with_choices_in_order([3, 0, 2, 1])
+    assert moved.choices == ["5", "6", "4", "1"] and moved.answer == "A"
+    assert moved.answer_choice() == task.answer_choice() == "5" and task.choices == ["6", "1", "4", "5"]
+    assert task.with_choices_in_order([0, 1, 2, 3]) == task
+    with pytest.raises(ValueError, match=r"is not an order of the 4 choices"):
+        task.with_choices_in_order([0, 0, 1, 2])
+    count = Task(id="n", media="m.mp4", question="How many?", task_type="num", answer=3.0)
+    assert count.with_choices_in_order([1, 0]) is count  # no choices: nothing to reorder

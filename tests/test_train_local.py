@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from envs.env import OmniVideoEnv
-from envs.tasks import load_tasks_jsonl, save_tasks_jsonl
+from envs.tasks import letter_index, load_tasks_jsonl, save_tasks_jsonl
 from omniagent.checkpoint import check_checkpoint
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
@@ -144,6 +144,22 @@ def test_task_pool_fixes_a_seeded_sample_that_every_iteration_replays(
     trajs = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
     for it in (1, 2):  # a pool as large as the batch: every iteration plays every pool task, one group each
         assert sorted({t["meta"]["task_id"] for t in trajs if t["meta"]["iteration"] == it}) == sorted(ids)
+
+
+def test_shuffle_options_gives_each_episode_its_own_letters_for_the_same_answer(
+    train_tasks: Path, random_dir: Path, tmp_path: Path
+) -> None:
+    cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+                          "actor_rollout_ref.rollout.n=6", "local.iterations=1", "local.shuffle_options=true",
+                          "local.task_pool=1", f"local.run_dir={tmp_path}"])  # fmt: skip
+    assert Args.from_config(cfg).fingerprint()["shuffle_options"] is True
+    train(cfg)
+    played = [json.loads(line) for line in (tmp_path / "rollouts.jsonl").read_text().splitlines()]
+    pooled = training_tasks(str(train_tasks), None, pool=1, seed=0)[0]
+    assert len(played) == 6 and {p["meta"]["task_id"] for p in played} == {pooled.id}
+    assert all(sorted(p["choices"]) == sorted(pooled.choices or []) for p in played)
+    assert {p["choices"][letter_index(p["ground_truth"])] for p in played} == {pooled.answer_choice()}
+    assert len({tuple(p["choices"]) for p in played}) > 1  # the orders differ between episodes
 
 
 def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
