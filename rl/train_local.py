@@ -181,10 +181,8 @@ def play_group(
         errors = sum(1 for t in traj.turns if t.error)
         reward = traj.reward - float(penalties.get("format_error_penalty", 0.0)) * errors
         reward -= 0.0 if traj.answered else float(penalties.get("no_answer_penalty", 0.0))
-        traj.meta["shaped_reward"], traj.meta["task_id"] = (
-            reward,
-            task.id,
-        )  # the episode id names only its group
+        traj.meta["shaped_reward"] = reward
+        traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(
                 [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
