@@ -11,7 +11,9 @@ turn), over every run whose weights are not all 1 (GRPO's are). It also prints, 
 reward of the first and second half of its iterations, its largest approx. KL and its seconds, and, per task
 type, how many groups were flat (every episode the same reward, so no advantage). For runs that replay the
 same tasks every iteration (``local.task_pool``), it prints the change of training reward per task from the
-first to the last iterations with a bootstrap CI: the learning curve on fixed tasks.
+first to the last iterations with a bootstrap CI: the learning curve on fixed tasks. For runs with
+multiple-choice tasks, it prints which option letters the sampled episodes answered (and which were right) in
+the first and the last iterations: a policy that learns to prefer a letter shows there.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ def fixed_task_change(
     if not tasks:
         return None
     rng = np.random.default_rng(seed)
+    per_task = {t: [round(float(np.mean(cells[(t, late)])), 3) for late in (False, True)] for t in tasks}
 
     def change(sample: Any) -> Any:  # sample(rewards) -> a mean per draw (or the plain mean)
         return np.mean([sample(cells[(t, True)]) - sample(cells[(t, False)]) for t in tasks], axis=0)
@@ -138,7 +141,31 @@ def fixed_task_change(
     lo, hi = np.percentile(boot, [2.5, 97.5])
     early = float(np.mean([np.mean(cells[(t, False)]) for t in tasks]))
     return {"tasks": len(tasks), "first": round(early, 3), "last": round(early + point, 3),
-            "change": round(point, 3), "ci_low": round(float(lo), 3), "ci_high": round(float(hi), 3)}  # fmt: skip
+            "change": round(point, 3), "ci_low": round(float(lo), 3), "ci_high": round(float(hi), 3),
+            "per_task": per_task}  # fmt: skip
+
+
+def answer_letters(trajs: Sequence[Trajectory], window: int = 4) -> dict[str, Any] | None:
+    """Counts of the answers given (``answered``) and of the right answers (``right``) of the multiple-choice
+    episodes in the first and the last ``window`` iterations, by option letter (``other``: no answer, or one that
+    is not a letter of the episode's options). Letters are the episode's own (with ``local.shuffle_options`` each
+    episode has its own order). None when fewer than ``2 * window`` iterations played a multiple-choice task."""
+    mcq = [t for t in trajs if t.choices]
+    iterations = sorted({int((t.meta or {}).get("iteration", 0)) for t in mcq})
+    if len(iterations) < 2 * window:
+        return None
+    out: dict[str, Any] = {}
+    for name, its in (("first", iterations[:window]), ("last", iterations[-window:])):
+        chosen = [t for t in mcq if int((t.meta or {}).get("iteration", 0)) in its]
+        letters = [chr(ord("A") + i) for i in range(max(len(t.choices or []) for t in chosen))]
+
+        def count(values: list[Any], letters: list[str] = letters) -> dict[str, int]:
+            keys = [str(v).strip().upper() if str(v).strip().upper() in letters else "other" for v in values]
+            return {k: keys.count(k) for k in [*letters, "other"]}
+
+        out[name] = {"iterations": [its[0], its[-1]], "episodes": len(chosen),
+                     "answered": count([t.answer for t in chosen]), "right": count([t.ground_truth for t in chosen])}  # fmt: skip
+    return out
 
 
 def plot(
@@ -197,6 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         change = fixed_task_change(trajs[run])
         if change is not None:
             training[run.name]["fixed_task_change"] = change  # type: ignore[assignment]
+        letters = answer_letters(trajs[run])
+        if letters is not None:
+            training[run.name]["mcq_letters"] = letters  # type: ignore[assignment]
     printed = {
         "figure": str(args.out),
         "training": training,

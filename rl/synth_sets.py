@@ -1,5 +1,9 @@
 """The synthetic media sets of the tiny agent's recipe (``rl/tiny_recipe.py``): the training and
-held-out sets, the "blind" copies of the held-out media, and the caption pool.
+held-out sets, the "blind" copies of the held-out media, the caption pool, and the task set of an RL
+run's ``local.task_pool``.
+
+    python -m rl.synth_sets pool runs/rl_pool/taura_pool runs/tiny_ship/synth_train/tasks.jsonl \
+        --out runs/rl_pool/pool --blind runs/rl_pool/pool_blind
 
 Why a module of their own: each is a pure function of its seed and sizes, and tests and the shipped
 agent's provenance check (``tests/test_tiny_agent_shipped.py``) rebuild them without the recipe.
@@ -10,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from envs.jsonl import write_atomic
@@ -45,6 +51,29 @@ def blank_media(tasks_file: Path, out: Path) -> Path:
     return write_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
 
+def pool_tasks(run_dir: Path, tasks_file: Path, out: Path) -> Path:
+    """The tasks an ``rl/train_local.py`` run replayed (ids in its ``task_pool.json``), copied from
+    ``tasks_file`` with absolute media paths into ``out/tasks.jsonl``: evaluating a policy on the tasks it
+    trained on (with ``benchmark.dataset_kwargs.allow_outside_media_root=true``)."""
+    ids = json.loads((run_dir / "task_pool.json").read_text())
+    rows = {}
+    for line in tasks_file.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[row["id"]] = row
+    missing = [i for i in ids if i not in rows]
+    if missing:
+        raise SystemExit(f"{len(missing)} pool tasks are not in {tasks_file}: {', '.join(missing[:3])}")
+    out.mkdir(parents=True, exist_ok=True)
+    picked = []
+    for i in ids:
+        media = Path(rows[i]["media"])
+        picked.append(
+            {**rows[i], "media": str(media if media.is_absolute() else (tasks_file.parent / media).resolve())}
+        )
+    return write_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in picked))
+
+
 POOL_EVENTS = 12  # event groups per 60 s pool video (the benchmark's default for 60 s is 4)
 
 
@@ -60,3 +89,25 @@ def make_caption_pool(args: argparse.Namespace) -> Path:
     generate_benchmark(out, seed=args.caption_pool_seed, n_videos=args.caption_pool, durations=[60.0],
                        config=config, split="train")  # fmt: skip
     return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.synth_sets", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    pool = sub.add_parser("pool", help="the task set of a run's local.task_pool (and its blind copy)")
+    pool.add_argument("run_dir", type=Path, help="an rl/train_local.py run folder with task_pool.json")
+    pool.add_argument("tasks", type=Path, help="the run's local.train_tasks file")
+    pool.add_argument("--out", type=Path, required=True, help="folder for tasks.jsonl")
+    pool.add_argument("--blind", type=Path, help="also write the blind copy (black frames, silence) here")
+    args = parser.parse_args(argv)
+    if not (args.run_dir / "task_pool.json").exists():
+        raise SystemExit(f"no task_pool.json in {args.run_dir} (a run with local.task_pool expected)")
+    written = pool_tasks(args.run_dir, args.tasks, args.out)
+    print(written)
+    if args.blind:
+        print(blank_media(written, args.blind))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,7 @@ import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
 from rl.plot_runs import (
+    answer_letters,
     fixed_task_change,
     flat_groups,
     main,
@@ -134,6 +135,7 @@ def test_fixed_task_change_compares_the_same_tasks_first_and_last() -> None:
     got = fixed_task_change(trajs, window=2, draws=500)
     assert got is not None
     assert (got["tasks"], got["first"], got["last"], got["change"]) == (2, 0.375, 0.625, 0.25)
+    assert got["per_task"] == {"a": [0.25, 0.75], "b": [0.5, 0.5]}
     assert 0.0 < got["ci_low"] < 0.25 < got["ci_high"] <= 0.5  # only task a varies; b contributes 0
     assert fixed_task_change(trajs, window=3) is None  # four iterations cannot hold two windows of three
     same = fixed_task_change(_pool_episodes({1: early, 2: early}), window=1)
@@ -142,3 +144,36 @@ def test_fixed_task_change_compares_the_same_tasks_first_and_last() -> None:
     assert steady is not None and steady["change"] == steady["ci_low"] == steady["ci_high"] == 0.0
     no_ids = [t.model_copy(update={"meta": {"iteration": t.meta["iteration"]}}) for t in trajs]
     assert fixed_task_change(no_ids, window=2) is None  # runs logged before task ids: nothing to pair
+
+
+def _mcq(it: int, answer: str | None, truth: str, n_choices: int = 4) -> Trajectory:
+    choices = ["red", "blue", "green", "cyan"][:n_choices]
+    return Trajectory(id=f"g0-{it}", media="m.mp4", question="q", task_type="mcq", choices=choices,
+                      ground_truth=truth, max_turns=4, answer=answer, meta={"iteration": it})  # fmt: skip
+
+
+def test_answer_letters_count_given_and_right_letters_in_the_first_and_last_iterations() -> None:
+    # iterations 1-2 answer A and C; 3-4 drift to D (one unparsed answer); a free-form episode is not counted
+    trajs = [_mcq(1, "A", "A"), _mcq(1, "C", "D"), _mcq(2, "a", "B"), _mcq(3, "D", "D"), _mcq(3, "D", "A"),
+             _mcq(4, "D", "C"), _mcq(4, None, "D"), _mcq(4, "the answer is D", "D")]  # fmt: skip
+    trajs.append(Trajectory(id="g1-0", media="m.mp4", question="q", task_type="num", max_turns=4, answer="A",
+                            meta={"iteration": 4}))  # fmt: skip
+    got = answer_letters(trajs, window=2)
+    assert got is not None
+    assert got["first"] == {
+        "iterations": [1, 2],
+        "episodes": 3,
+        "answered": {"A": 2, "B": 0, "C": 1, "D": 0, "other": 0},
+        "right": {"A": 1, "B": 1, "C": 0, "D": 1, "other": 0},
+    }
+    assert got["last"]["episodes"] == 5 and got["last"]["iterations"] == [3, 4]
+    assert got["last"]["answered"] == {"A": 0, "B": 0, "C": 0, "D": 3, "other": 2}
+    assert got["last"]["right"] == {"A": 1, "B": 0, "C": 1, "D": 3, "other": 0}
+    assert answer_letters(trajs, window=3) is None  # four iterations cannot hold two windows of three
+    three = answer_letters([_mcq(1, "C", "A", 3), _mcq(2, "D", "B", 3)], window=1)
+    assert three is not None and three["last"]["answered"] == {
+        "A": 0,
+        "B": 0,
+        "C": 0,
+        "other": 1,
+    }  # no D of 3

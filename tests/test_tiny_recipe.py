@@ -15,6 +15,7 @@ import torch
 from rl.local_sft import lr_at, sample_indices
 from rl.recipe_results import results_markdown, well_formed
 from rl.synth_sets import blank_media
+from rl.synth_sets import main as synth_sets_main
 from rl.tiny_agent import mrope_section
 from rl.tiny_recipe import (
     _eval_cmd,
@@ -76,6 +77,28 @@ def test_blind_media_are_black_and_silent_with_the_same_timeline(video_path: Pat
     with MediaSource(str(video_path)) as media:
         assert float(np.abs(media.audio(2.0, 14.0)).max()) > 0.05
         assert int(media.frames(1.0, 12.0, 4)[0].image.max()) > 50
+
+
+def test_pool_command_copies_a_runs_pool_tasks_with_absolute_media(tmp_path: Path) -> None:
+    train = tmp_path / "train"
+    train.mkdir()
+    rows = [{"id": f"t{i}", "media": f"v{i % 2}.mp4", "question": "q", "task_type": "num", "answer": float(i)}
+            for i in range(4)]  # fmt: skip
+    (train / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "task_pool.json").write_text(json.dumps(["t3", "t0"]))
+    assert (
+        synth_sets_main(["pool", str(run), str(train / "tasks.jsonl"), "--out", str(tmp_path / "pool")]) == 0
+    )
+    got = [json.loads(line) for line in (tmp_path / "pool" / "tasks.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in got] == ["t3", "t0"]  # the pool's order, nothing else
+    assert got[0] == {**rows[3], "media": str((train / "v1.mp4").resolve())}
+    (run / "task_pool.json").write_text(json.dumps(["t0", "gone"]))
+    with pytest.raises(SystemExit, match="1 pool tasks are not in"):
+        synth_sets_main(["pool", str(run), str(train / "tasks.jsonl"), "--out", str(tmp_path / "pool2")])
+    with pytest.raises(SystemExit, match="no task_pool.json"):
+        synth_sets_main(["pool", str(train), str(train / "tasks.jsonl"), "--out", str(tmp_path / "pool3")])
 
 
 def test_well_formed_and_markdown(tmp_path: Path) -> None:
