@@ -434,6 +434,9 @@ def train(cfg: DictConfig) -> Path:
     run_dir = Path(str(local["run_dir"]))
     ckpt_root, metrics_path = run_dir / "checkpoints", run_dir / "metrics.csv"
     run_dir.mkdir(parents=True, exist_ok=True)
+    if local.get("threads"):
+        torch.set_num_threads(int(local["threads"]))
+    print(json.dumps({"threads": torch.get_num_threads()}), flush=True)
     resume_dir, state = resume_point(args, ckpt_root)
     policy = load_policy(str(resume_dir) if resume_dir else args.model, args)
     model = policy.model

@@ -293,7 +293,8 @@ def _read(path: Path) -> list[dict[str, str]]:
 
 def _train_cmd(tasks: Path, run_dir: Path, iterations: int, random_dir: Path) -> list[str]:
     return [sys.executable, "rl/train_local.py", *SMALL, f"actor_rollout_ref.model.path={random_dir}",
-            f"local.train_tasks={tasks}", f"local.run_dir={run_dir}", f"local.iterations={iterations}"]  # fmt: skip
+            f"local.train_tasks={tasks}", f"local.run_dir={run_dir}", f"local.iterations={iterations}",
+            "local.threads=1"]  # fmt: skip
 
 
 @pytest.mark.slow
@@ -302,11 +303,14 @@ def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(
 ) -> None:
     from safetensors.torch import load_file
 
-    iterations, env = 4, {**os.environ, "OMP_NUM_THREADS": "1"}
+    iterations = 4
+    # local.threads=1 (in _train_cmd) instead of OMP_NUM_THREADS
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
     ref_dir = tmp_path / "ref"
     ref = subprocess.run(_train_cmd(train_tasks, ref_dir, iterations, random_dir), capture_output=True, text=True, env=env,
                          cwd=ROOT, timeout=900)  # fmt: skip
     assert ref.returncode == 0, ref.stderr[-3000:]
+    assert '{"threads": 1}' in ref.stdout  # the config's thread count, not the environment's
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen(_train_cmd(train_tasks, run_dir, iterations, random_dir), stdout=subprocess.DEVNULL,
