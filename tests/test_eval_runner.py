@@ -265,6 +265,14 @@ def test_other_settings_in_the_same_folder_are_refused(tasks: list[Task], tmp_pa
     with pytest.raises(ConfigMismatchError, match="max_turns"):
         run_eval(tasks[:1], cfg_for(out, max_turns=3))
     run_eval(tasks[:1], cfg_for(out, workers=1))  # workers do not change the numbers
+    import torch
+
+    before = torch.get_num_threads()
+    try:  # nor do torch's threads: the same folder takes the run, and the process runs with that many
+        run_eval(tasks[:1], cfg_for(out, threads=1))
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
 
 
 def dead_url() -> str:
@@ -418,12 +426,14 @@ def test_eval_config_is_validated_from_the_hydra_config(synth_dir: Path, tmp_pat
 
     ov = synth_overrides(synth_dir, tmp_path / "x") + [
         "workers=3",
+        "threads=1",
         "seed=5",
         "max_consecutive_policy_errors=0",
     ]
     cfg = compose(ov)
     ecfg = eval_config_from(cfg)
     assert (ecfg.workers, ecfg.seed, ecfg.max_consecutive_policy_errors, ecfg.progress) == (3, 5, 0, False)
+    assert ecfg.threads == 1
     assert ecfg.env_limits() == EnvLimits(**OmegaConf.to_container(cfg.benchmark.limits, resolve=True))
     assert ecfg.temperature == cfg.benchmark.temperature and ecfg.max_turns == cfg.benchmark.max_turns
     with open_dict(cfg):  # a key the config lacks takes the model's one default, not a second copy

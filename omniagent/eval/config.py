@@ -47,6 +47,7 @@ _RUN_KEYS = (
     "mode",
     "seed",
     "workers",
+    "threads",
     "retry_failed",
     "max_consecutive_policy_errors",
     "progress",
@@ -68,6 +69,9 @@ class EvalConfig(BaseModel):
     temperature: float | None = Field(0.0, description="decoding temperature, when the backend takes one")
     seed: int | None = Field(0, description="episode seed; the policy's seed when it takes one")
     workers: int = Field(1, ge=1, description="threads, one environment and one policy each")
+    threads: int | None = Field(
+        None, ge=1, description="torch CPU threads (null: torch's default); not in the fingerprint"
+    )
     passive: PassiveConfig = Field(default_factory=PassiveConfig)
     retry_failed: bool = Field(False, description="rerun tasks whose row is a media or policy failure")
     max_consecutive_policy_errors: int = Field(

@@ -259,6 +259,10 @@ def run_eval(
     """
     t_start = time.perf_counter()
     _check_unique(tasks)
+    if cfg.threads:  # local models only; torch is already loaded by then, so this costs nothing
+        import torch
+
+        torch.set_num_threads(cfg.threads)
     out = Path(cfg.out_dir)
     factory = policy_factory or policy_factory_for(cfg)
     with ResumableBatch(out, marker=RESULTS, logs=(TRAJECTORIES,)) as batch:
