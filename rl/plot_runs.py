@@ -147,8 +147,9 @@ def fixed_task_change(
 
 def answer_letters(trajs: Sequence[Trajectory], window: int = 4) -> dict[str, Any] | None:
     """Counts of the answers given (``answered``) and of the right answers (``right``) of the multiple-choice
-    episodes in the first and the last ``window`` iterations, by option letter (``other``: no answer, or one that
-    is not a letter of the episode's options). Letters are the episode's own (with ``local.shuffle_options`` each
+    episodes in the first and the last ``window`` iterations that played one (with fresh draws a window can span
+    more iterations: ``iterations`` names them), by option letter (``other``: no answer, or one that is not a
+    letter of the episode's options). Letters are the episode's own (with ``local.shuffle_options`` each
     episode has its own order). None when fewer than ``2 * window`` iterations played a multiple-choice task."""
     mcq = [t for t in trajs if t.choices]
     iterations = sorted({int((t.meta or {}).get("iteration", 0)) for t in mcq})
