@@ -56,7 +56,7 @@ def pool_tasks(run_dir: Path, tasks_file: Path, out: Path) -> Path:
     ``tasks_file`` with absolute media paths into ``out/tasks.jsonl``: evaluating a policy on the tasks it
     trained on (with ``benchmark.dataset_kwargs.allow_outside_media_root=true``)."""
     ids = json.loads((run_dir / "task_pool.json").read_text())
-    rows = {}
+    rows: dict[str, dict] = {}
     for line in tasks_file.read_text().splitlines():
         if line.strip():
             row = json.loads(line)

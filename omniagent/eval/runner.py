@@ -259,7 +259,7 @@ def run_eval(
     """
     t_start = time.perf_counter()
     _check_unique(tasks)
-    if cfg.threads:  # local models only; torch is already loaded by then, so this costs nothing
+    if cfg.threads:  # for local models; only when set, so a server-backed run never imports torch for it
         import torch
 
         torch.set_num_threads(cfg.threads)
