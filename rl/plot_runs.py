@@ -159,14 +159,17 @@ def answer_letters(trajs: Sequence[Trajectory], window: int = 4) -> dict[str, An
     for name, its in (("first", iterations[:window]), ("last", iterations[-window:])):
         chosen = [t for t in mcq if int((t.meta or {}).get("iteration", 0)) in its]
         letters = [chr(ord("A") + i) for i in range(max(len(t.choices or []) for t in chosen))]
-
-        def count(values: list[Any], letters: list[str] = letters) -> dict[str, int]:
-            keys = [str(v).strip().upper() if str(v).strip().upper() in letters else "other" for v in values]
-            return {k: keys.count(k) for k in [*letters, "other"]}
-
         out[name] = {"iterations": [its[0], its[-1]], "episodes": len(chosen),
-                     "answered": count([t.answer for t in chosen]), "right": count([t.ground_truth for t in chosen])}  # fmt: skip
+                     "answered": _letter_counts([t.answer for t in chosen], letters),
+                     "right": _letter_counts([t.ground_truth for t in chosen], letters)}  # fmt: skip
     return out
+
+
+def _letter_counts(values: Sequence[Any], letters: list[str]) -> dict[str, int]:
+    """How many of ``values`` are each of ``letters`` (any case, spaces around ignored), the rest as ``other``."""
+    keys = [str(v).strip().upper() for v in values]
+    keys = [k if k in letters else "other" for k in keys]
+    return {k: keys.count(k) for k in [*letters, "other"]}
 
 
 def plot(

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from envs.jsonl import write_atomic
+from envs.jsonl import read_jsonl, write_atomic
 
 
 def make_synth_set(out: Path, seed: int, n_videos: int, durations: list[float], split: str) -> Path:
@@ -28,14 +28,20 @@ def make_synth_set(out: Path, seed: int, n_videos: int, durations: list[float], 
     return out / "tasks.jsonl"
 
 
+def media_path(row: dict, tasks_file: Path) -> Path:
+    """A task row's media file: a relative path is relative to the tasks file's folder."""
+    media = Path(row["media"])
+    return media if media.is_absolute() else tasks_file.parent / media
+
+
 def blank_media(tasks_file: Path, out: Path) -> Path:
     """Copies of every task's media with black frames and digital silence (same streams, durations
     and timestamps), and a tasks file with the same ids pointing at them: the "blind" control."""
     out.mkdir(parents=True, exist_ok=True)
-    rows = [json.loads(line) for line in tasks_file.read_text().splitlines() if line.strip()]
+    rows = read_jsonl(tasks_file)
     done: dict[str, str] = {}
     for row in rows:
-        src = Path(row["media"]) if Path(row["media"]).is_absolute() else tasks_file.parent / row["media"]
+        src = media_path(row, tasks_file)
         if str(src) not in done:
             dst = out / src.name
             if not dst.exists():
@@ -56,21 +62,12 @@ def pool_tasks(run_dir: Path, tasks_file: Path, out: Path) -> Path:
     ``tasks_file`` with absolute media paths into ``out/tasks.jsonl``: evaluating a policy on the tasks it
     trained on (with ``benchmark.dataset_kwargs.allow_outside_media_root=true``)."""
     ids = json.loads((run_dir / "task_pool.json").read_text())
-    rows: dict[str, dict] = {}
-    for line in tasks_file.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows[row["id"]] = row
+    rows = {row["id"]: row for row in read_jsonl(tasks_file)}
     missing = [i for i in ids if i not in rows]
     if missing:
         raise SystemExit(f"{len(missing)} pool tasks are not in {tasks_file}: {', '.join(missing[:3])}")
     out.mkdir(parents=True, exist_ok=True)
-    picked = []
-    for i in ids:
-        media = Path(rows[i]["media"])
-        picked.append(
-            {**rows[i], "media": str(media if media.is_absolute() else (tasks_file.parent / media).resolve())}
-        )
+    picked = [{**rows[i], "media": str(media_path(rows[i], tasks_file).resolve())} for i in ids]
     return write_atomic(out / "tasks.jsonl", "".join(json.dumps(r) + "\n" for r in picked))
 
 

@@ -172,9 +172,11 @@ def play_group(
     shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
-        # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays on its own
-        order = np.random.default_rng([seed + i, 1]).permutation(len(task.choices or [])) if shuffle else None
-        played = task.with_choices_in_order([int(k) for k in order]) if order is not None else task
+        # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays
+        played = task
+        if shuffle:
+            order = np.random.default_rng([seed + i, 1]).permutation(len(task.choices or []))
+            played = task.with_choices_in_order(order.tolist())
         traj = run_episode(
             env, recorder, played.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i
         )
