@@ -22,8 +22,9 @@ Per turn:
 
 The output of turn ``k`` holds that turn's prompt and its generated tokens only (``response_mask`` all ones,
 ``response_logprobs`` the server's; generation stops short of any media token, and a turn left with no tokens
--- an aborted request -- carries one masked EOS so that verl still gets a well-formed row). The reward -- the environment's verifiable score minus optional format
-penalties (``env.reward``) -- is written on every output, and ``extra_fields`` carry ``turn_index``,
+-- an aborted request -- carries one masked EOS so that verl still gets a well-formed row). The reward -- the
+environment's verifiable score minus optional format penalties, optionally gated on the evidence having been
+served (``env.reward``, :mod:`rl.reward`) -- is written on every output, and ``extra_fields`` carry ``turn_index``,
 ``action_type`` (``taura.action_field``), ``error``, ``frames_used``, ``audio_seconds_used``, ``session_id``
 and the episode's ``turn_budget``/``stop_reason``.
 
@@ -60,6 +61,7 @@ from envs.tasks import Task
 from omniagent.backends.convert import build_model_inputs
 from omniagent.backends.vllm_backend import build_vllm_request
 from rl.media_tokens import omni_media_token_ids
+from rl.reward import RewardConfig, percept_spans, shaped_reward, touches_evidence
 from rl.rl_dataset import task_from_extra_info
 from rl.turn_budget import TurnBudgetConfig, turn_budget
 
@@ -70,12 +72,6 @@ INVALID_ACTION = "invalid"  # action_type of a turn whose output did not parse
 
 
 # ------------------------------------------------------------------ settings (the config's `env:` block)
-
-
-@dataclass
-class RewardConfig:
-    format_error_penalty: float = 0.0  # subtracted once per turn whose output was rejected (info["error"])
-    no_answer_penalty: float = 0.0  # subtracted when the episode ends without an answer
 
 
 @dataclass
@@ -107,14 +103,6 @@ def _plain(value: Any) -> Any:
     except ImportError:  # pragma: no cover - omegaconf comes with verl
         pass
     return dict(value) if isinstance(value, Mapping) else value
-
-
-def shaped_reward(env_reward: float, format_errors: int, answered: bool, cfg: RewardConfig) -> float:
-    """The environment's verifiable reward minus the configured format penalties."""
-    reward = float(env_reward) - cfg.format_error_penalty * format_errors
-    if not answered:
-        reward -= cfg.no_answer_penalty
-    return reward
 
 
 def episode_rng(*parts: Any) -> random.Random:
@@ -210,16 +198,25 @@ class EpisodeTally:
     format_errors: int = 0
     stop_reason: str | None = None
     global_steps: list[int] = field(default_factory=list)
+    evidence: list[list[float]] | None = None  # the task's evidence intervals, when it knows them
+    spans: list[tuple[float, float]] = field(default_factory=list)  # what its percepts covered so far
 
     def step(self, reward: float, terminated: bool, info: dict[str, Any], server_extra: Any) -> None:
         if info.get("error"):
             self.format_errors += 1
+        else:
+            self.spans += percept_spans(info.get("action_type"), info.get("timestamps") or [])
         if terminated:
             self.env_reward, self.answered = float(reward), True
         for key in ("min_global_steps", "max_global_steps", "global_steps"):
             value = (server_extra or {}).get(key)
             if value is not None:
                 self.global_steps.append(int(value))
+
+    @property
+    def evidence_seen(self) -> bool:
+        """Whether a percept touched the evidence (True for a task without evidence: nothing to gate)."""
+        return not self.evidence or touches_evidence(self.spans, self.evidence)
 
 
 # ------------------------------------------------------------------ the agent loop
@@ -286,7 +283,7 @@ class OmniAgentLoop(AgentLoopBase):
 
         request_id = uuid4().hex  # one sticky session per trajectory (prefix caching on the same server)
         generate_extra = {"priority": int(row["priority"])} if "priority" in row else {}
-        tally = EpisodeTally(budget=budget)
+        tally = EpisodeTally(budget=budget, evidence=task.evidence)
         episode_fields = {"session_id": session_id, "task_id": task.id, "turn_budget": budget}
         outputs: list[AgentLoopOutput] = []
         for turn in range(budget):
@@ -378,9 +375,12 @@ class OmniAgentLoop(AgentLoopBase):
 
     def _finish(self, outputs: list[AgentLoopOutput], tally: EpisodeTally) -> list[AgentLoopOutput]:
         """The episode's shaped reward and outcome on every turn's row."""
-        final = shaped_reward(tally.env_reward, tally.format_errors, tally.answered, self.settings.reward)
+        final = shaped_reward(
+            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, tally.evidence_seen
+        )
         reward_info = {
             "acc": tally.env_reward,
+            "evidence_seen": tally.evidence_seen,
             "answered": tally.answered,
             "format_errors": tally.format_errors,
             "turns": len(outputs),

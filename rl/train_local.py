@@ -58,9 +58,11 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
+from rl.reward import RewardConfig, shaped_reward
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
+from rl.turn_labels import overlaps_evidence
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
 
@@ -140,6 +142,8 @@ class Args:
             keep["task_pool"] = int(self.local["task_pool"])
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
+        if not keep["env"].get("reward", {}).get("evidence_gate", True):  # likewise (a key added later)
+            keep["env"]["reward"].pop("evidence_gate")
         return json.loads(json.dumps(keep))
 
 
@@ -168,7 +172,7 @@ def play_group(
     """``args.group_size`` episodes of one task; every turn becomes one training row."""
     trajs, rows = [], []
     budget = turn_budget(task.duration, args.env.get("turns") or {})
-    penalties = args.env.get("reward") or {}
+    shaping = RewardConfig(**(args.env.get("reward") or {}))
     shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
@@ -181,9 +185,9 @@ def play_group(
             env, recorder, played.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i
         )
         errors = sum(1 for t in traj.turns if t.error)
-        reward = traj.reward - float(penalties.get("format_error_penalty", 0.0)) * errors
-        reward -= 0.0 if traj.answered else float(penalties.get("no_answer_penalty", 0.0))
-        traj.meta["shaped_reward"] = reward
+        seen = not task.evidence or any(overlaps_evidence(t, task.evidence) for t in traj.turns)
+        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen)
+        traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen
         traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(
@@ -336,7 +340,7 @@ def evaluate(policy: Any, env: OmniVideoEnv, tasks: list[Task], args: Args) -> f
 
 
 METRICS = (
-    "iteration", "reward_mean", "reward_std", "answered", "valid_turns", "turns", "frames",
+    "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns", "frames",
     "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
     "param_delta", "eval_reward", "seconds",
@@ -351,6 +355,8 @@ def rollout_metrics(trajs: list[Trajectory], rows: list[TurnRow], adv: Any) -> d
     return {
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
+        "score_mean": float(np.mean([t.reward or 0.0 for t in trajs])),  # the env's score, before shaping
+        "evidence_seen": float(np.mean([bool(t.meta.get("evidence_seen", True)) for t in trajs])),
         "answered": float(np.mean([t.answered for t in trajs])),
         "valid_turns": float(np.mean([r.record.error is None for r in rows])),
         "turns": float(np.mean([t.num_turns for t in trajs])),
@@ -506,7 +512,6 @@ def rl_turn_scores(
     if args.mode not in SCORE_MODES:
         return None
     from rl.info_gain import information_gains
-    from rl.turn_labels import overlaps_evidence
 
     if args.mode == "oracle":
         return torch.tensor(

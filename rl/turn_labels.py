@@ -32,28 +32,18 @@ import numpy as np
 
 from envs.tasks import load_tasks_jsonl
 from omniagent.trajectory import Trajectory, TurnRecord, load_trajectories
-
-PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
+from rl.reward import percept_spans as spans_of
+from rl.reward import touches_evidence
 
 
 def percept_spans(turn: TurnRecord) -> list[tuple[float, float]]:
-    """What the turn's percept covered: one zero-length span per frame, or one span for audio/clip."""
-    if turn.error or turn.action_type not in PERCEPT_ACTIONS:
-        return []
-    times = [float(t) for t in turn.timestamps]
-    if turn.action_type == "get_frames":
-        return [(t, t) for t in times]
-    if times:
-        return [(min(times), max(times))]
-    action = turn.action or {}
-    if "start" in action and "end" in action:
-        return [(float(action["start"]), float(action["end"]))]
-    return []
+    """What the turn's percept covered (:func:`rl.reward.percept_spans`); a rejected turn served nothing."""
+    return [] if turn.error else spans_of(turn.action_type, turn.timestamps, turn.action)
 
 
 def overlaps_evidence(turn: TurnRecord, evidence: Sequence[Sequence[float]]) -> bool:
     """True when the turn's percept touches any evidence interval (closed intervals)."""
-    return any(s <= float(e1) and float(e0) <= e for s, e in percept_spans(turn) for e0, e1 in evidence)
+    return touches_evidence(percept_spans(turn), evidence)
 
 
 def turn_action(turn: TurnRecord) -> str:

@@ -255,10 +255,22 @@ def test_turn_budget_reward_and_settings(cfg):
     assert al.shaped_reward(1.0, 2, True, shaping) == pytest.approx(0.8)
     assert al.shaped_reward(0.0, 0, False, shaping) == pytest.approx(-0.5)
 
+    # the evidence gate (rl/reward.py) reads the spans the environment reported, refused turns excepted
+    tally = al.EpisodeTally(budget=5, evidence=[[9.0, 11.0]])
+    tally.step(0.0, False, {"action_type": "get_audio", "timestamps": [2.0, 14.0], "error": "bad"}, None)
+    assert not tally.evidence_seen and tally.format_errors == 1
+    tally.step(0.0, False, {"action_type": "get_frames", "timestamps": [0.0, 10.0, 20.0]}, None)
+    tally.step(1.0, True, {"action_type": "answer", "timestamps": []}, None)
+    assert tally.evidence_seen and al.EpisodeTally(budget=5).evidence_seen  # no evidence: nothing to gate
+    gated = al.RewardConfig(evidence_gate=True)
+    assert al.shaped_reward(1.0, 0, True, gated, tally.evidence_seen) == 1.0
+    assert al.shaped_reward(1.0, 0, True, gated, False) == 0.0
+
     settings = al.EnvSettings.from_config(cfg.env)  # the composed tiny config
     assert settings.limits == EnvLimits(**cfg.env.limits) and settings.turns == al.TurnBudgetConfig(
         **cfg.env.turns
     )
+    assert settings.reward == al.RewardConfig()  # the shared config's default: the plain outcome reward
     # the tiny checkpoint's Whisper features hold AUDIO_CHUNK_SECONDS: longer audio calls must be refused
     assert settings.limits.max_audio_s <= AUDIO_CHUNK_SECONDS
     # every verl process loads our Omni support, and rows without an agent_name run our loop
@@ -342,6 +354,7 @@ def test_masks_rewards_and_extra_fields(rollout):
             assert extra["turn_budget"] == 5 and extra["task_id"] == "synth-1"
             assert extra["action_type"] == ACTIONS[session][turn]
             assert extra["reward_extra_info"]["acc"] == expected_reward[session]
+            assert extra["reward_extra_info"]["evidence_seen"] is True  # the task has no evidence to gate on
             assert extra["stop_reason"] == "answered"
             assert (extra["min_global_steps"], extra["max_global_steps"]) == (1, 1)
         frames = [o.extra_fields["frames_used"] for o in outputs]

@@ -33,6 +33,7 @@ from rl.train_local import (
     compose_config,
     evaluate,
     load_policy,
+    play_group,
     ppo_clip_loss,
     score_rows,
     train,
@@ -212,6 +213,27 @@ def oracle_turns(train_tasks: Path, random_dir: Path):
         )
         rows.append(TurnRow(item, 0, 0, k, traj.reward, rec, context))
     return policy, encoder, task, traj, rows
+
+
+def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
+    oracle_turns, cfg_tiny, train_tasks: Path, random_dir: Path
+) -> None:
+    _, encoder, task, _, _ = oracle_turns
+    cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+                          "actor_rollout_ref.rollout.n=1", "env.turns.min=4", "env.turns.max=4",
+                          "env.reward.evidence_gate=true"])  # fmt: skip
+    args = Args.from_config(cfg)
+    assert args.fingerprint()["env"]["reward"]["evidence_gate"] is True
+    assert "evidence_gate" not in Args.from_config(cfg_tiny).fingerprint()["env"]["reward"]  # old runs resume
+    assert task.evidence
+    shaped = {}
+    for look in (True, False):  # the oracle answers right either way; only the first fetches the evidence
+        oracle = make_policy("oracle", look=look, evidence=task.evidence, frames_per_span=2)
+        (traj,), rows = play_group(oracle, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
+        assert traj.reward == 1.0 and traj.meta["evidence_seen"] is look
+        assert all(r.reward == traj.meta["shaped_reward"] for r in rows)
+        shaped[look] = traj.meta["shaped_reward"]
+    assert shaped == {True: 1.0, False: 0.0}
 
 
 def test_turn_samples_train_exactly_the_turns_output(oracle_turns) -> None:
