@@ -53,16 +53,22 @@ def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def training_summary(run_dir: Path) -> dict[str, float]:
-    """Mean training reward of the first and the second half of the iterations, the largest approx. KL of an
-    update, the run's seconds (the sums of ``metrics.csv``'s columns) and how many updates ``local.target_kl``
-    stopped early (runs logged since it exists)."""
+    """Mean training reward of the first and the second half of the iterations (and, for runs logged since they
+    exist, the environment's score before shaping and the share of episodes that touched the evidence), the
+    largest approx. KL of an update, the run's seconds (the sums of ``metrics.csv``'s columns) and how many updates
+    ``local.target_kl`` stopped early (runs logged since it exists)."""
     rows = metrics_rows(run_dir)
-    rewards = [float(r["reward_mean"]) for r in rows]
-    half = (len(rewards) + 1) // 2
-    out = {
-        "reward_first_half": round(sum(rewards[:half]) / max(half, 1), 3),
-        "reward_second_half": round(sum(rewards[half:]) / max(len(rewards) - half, 1), 3),
-    }
+    half = (len(rows) + 1) // 2
+    out: dict[str, float] = {}
+    for column, name in (
+        ("reward_mean", "reward"),
+        ("score_mean", "score"),
+        ("evidence_seen", "evidence_seen"),
+    ):
+        values = [float(r[column]) for r in rows if r.get(column)]
+        if len(values) == len(rows) and (values or column == "reward_mean"):
+            out[f"{name}_first_half"] = round(sum(values[:half]) / max(half, 1), 3)
+            out[f"{name}_second_half"] = round(sum(values[half:]) / max(len(values) - half, 1), 3)
     if rows and rows[0].get("approx_kl") is not None:
         out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))

@@ -108,6 +108,15 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
         "iteration,reward_mean,approx_kl,kl_stop,seconds\n1,0.1,0.002,0.0,10\n2,0.3,0.03,1.0,20\n"
     )  # a run with local.target_kl: one update of two was cut short
     assert training_summary(run)["kl_stops"] == 1
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,score_mean,evidence_seen,approx_kl,seconds\n"
+        "1,0.0,0.25,0.5,0.002,10\n2,0.5,0.75,1.0,0.003,20\n"
+    )  # a run with env.reward.evidence_gate: the score before shaping, the episodes that touched the evidence
+    summary = training_summary(run)
+    assert (summary["reward_first_half"], summary["score_first_half"], summary["evidence_seen_first_half"]) == (
+        0.0, 0.25, 0.5,
+    )  # fmt: skip
+    assert (summary["reward_second_half"], summary["score_second_half"]) == (0.5, 0.75)
 
 
 def _pool_episodes(rewards_by_iteration: dict[int, dict[str, list[float]]]) -> list[Trajectory]:
