@@ -340,8 +340,8 @@ def evaluate(policy: Any, env: OmniVideoEnv, tasks: list[Task], args: Args) -> f
 
 
 METRICS = (
-    "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns", "frames",
-    "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
+    "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns",
+    "frames", "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
     "param_delta", "eval_reward", "seconds",
 )  # fmt: skip
