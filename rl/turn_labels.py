@@ -14,6 +14,7 @@ intervals, so every turn can be labelled exactly:
 :func:`entropy_auroc` reports the AUROC of turn entropy as a score for "is the discovery turn" over every turn
 with a percept, with a bootstrap CI that resamples whole trajectories (turns of one trajectory are not
 independent); :func:`evidence_reach`, how often an episode looks at its evidence at all, and on its first turn;
+:func:`score_by_reach`, the score of the episodes that did against those that did not, per task type;
 and, for the rollouts of ``rl/train_local.py`` (their ``meta.turn_weights``), :func:`weights_by_discovery`: the
 turn weights the trainer actually applied, on discovery turns against the other percept turns::
 
@@ -173,6 +174,28 @@ def evidence_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[st
     return {group: {k: ci(v) for k, v in by.items()} for group, by in rows.items()}
 
 
+def score_by_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[str, Any]) -> dict[str, Any]:
+    """Mean score of the episodes that touched their evidence and of those that missed it, per task type.
+    Why: where the two differ, looking where the answer is pays; where they do not, the answers are priors
+    (what an evidence-gated reward, ``env.reward.evidence_gate``, would stop paying)."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for traj in trajectories:
+        evidence = evidence_by_task.get(task_key(traj.media, traj.question))
+        if not evidence:
+            continue
+        touched = any(overlaps_evidence(turn, evidence) for turn in traj.turns)
+        for kind in ("all", traj.task_type or "unknown"):
+            out.setdefault(kind, {"touched": [], "missed": []})["touched" if touched else "missed"].append(
+                float(traj.reward or 0.0)
+            )
+    return {
+        kind: {
+            side: {"mean": round(float(np.mean(v)), 3) if v else None, "n": len(v)} for side, v in by.items()
+        }
+        for kind, by in out.items()
+    }
+
+
 def weights_by_discovery(
     trajectories: Sequence[Trajectory], evidence_by_task: dict[str, Any], n_boot: int = 2000, seed: int = 0
 ) -> dict[str, Any] | None:
@@ -237,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {
                 **entropy_auroc(trajs, evidence, args.n_boot, args.seed),
                 "evidence": evidence_reach(trajs, evidence),
+                "score_by_reach": score_by_reach(trajs, evidence),
                 "weights": weights_by_discovery(trajs, evidence, args.n_boot, args.seed),
             }
         )

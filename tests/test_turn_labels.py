@@ -17,6 +17,7 @@ from rl.turn_labels import (
     entropy_auroc,
     evidence_reach,
     overlaps_evidence,
+    score_by_reach,
     task_key,
     weights_by_discovery,
 )
@@ -125,6 +126,13 @@ def test_evidence_reach_counts_episodes_that_look_at_the_evidence_and_those_name
     assert out["named"]["any"]["n"] == 2 and out["all"]["any"]["n"] == 3
     assert out["all"]["any"]["lo"] <= out["all"]["any"]["mean"] <= out["all"]["any"]["hi"]
     assert evidence_reach([never], {})["all"]["any"]["n"] == 0  # no evidence known: nothing counted
+
+    first.reward, later.reward, never.reward = 1.0, 0.0, 1.0
+    never.task_type = "num"  # the helper's trajectories are mcq tasks
+    scores = score_by_reach([first, later, never], evidence)
+    assert scores["all"] == {"touched": {"mean": 0.5, "n": 2}, "missed": {"mean": 1.0, "n": 1}}
+    assert scores["num"] == {"touched": {"mean": None, "n": 0}, "missed": {"mean": 1.0, "n": 1}}
+    assert scores["mcq"] == {"touched": {"mean": 0.5, "n": 2}, "missed": {"mean": None, "n": 0}}
 
 
 def test_weights_by_discovery_reads_the_trainers_turn_weights():
