@@ -7,7 +7,9 @@ counts only when the episode was served a percept that touches the task's eviden
 every RL batch without it learned answer priors (a favourite letter, a usual width) that score as well on black
 frames, and lost the media dependence SFT had given it (README, "On a set no RL setting was chosen on"). With
 the gate an answer that never looked where the answer is earns nothing, however right; tasks without evidence
-are not gated.
+are not gated. Measured on the tiny agent (README, "Paying only answers that looked") it did stop the priors but
+starved the update: with a policy that seldom touches the evidence most groups earn nothing at all, so it is off
+by default.
 
 A percept touches the evidence when a served frame's timestamp lies inside an evidence interval (frames are
 instants), or when the served span of an audio or clip look intersects one (closed intervals). The ground-truth
