@@ -59,16 +59,18 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     ``local.target_kl`` stopped early (runs logged since it exists)."""
     rows = metrics_rows(run_dir)
     half = (len(rows) + 1) // 2
-    out: dict[str, float] = {}
-    for column, name in (
-        ("reward_mean", "reward"),
-        ("score_mean", "score"),
-        ("evidence_seen", "evidence_seen"),
-    ):
-        values = [float(r[column]) for r in rows if r.get(column)]
-        if len(values) == len(rows) and (values or column == "reward_mean"):
-            out[f"{name}_first_half"] = round(sum(values[:half]) / max(half, 1), 3)
-            out[f"{name}_second_half"] = round(sum(values[half:]) / max(len(values) - half, 1), 3)
+
+    def halves(name: str, column: str) -> dict[str, float]:
+        values = [float(r[column]) for r in rows]
+        return {
+            f"{name}_first_half": round(sum(values[:half]) / max(half, 1), 3),
+            f"{name}_second_half": round(sum(values[half:]) / max(len(values) - half, 1), 3),
+        }
+
+    out = halves("reward", "reward_mean")
+    for name, column in (("score", "score_mean"), ("evidence_seen", "evidence_seen")):
+        if rows and all(r.get(column) for r in rows):  # runs logged before these columns existed have none
+            out |= halves(name, column)
     if rows and rows[0].get("approx_kl") is not None:
         out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))

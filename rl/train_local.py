@@ -62,7 +62,7 @@ from rl.reward import RewardConfig, shaped_reward
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
-from rl.turn_labels import overlaps_evidence
+from rl.turn_labels import overlaps_evidence, touched_evidence
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
 
@@ -185,7 +185,7 @@ def play_group(
             env, recorder, played.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i
         )
         errors = sum(1 for t in traj.turns if t.error)
-        seen = not task.evidence or any(overlaps_evidence(t, task.evidence) for t in traj.turns)
+        seen = not task.evidence or touched_evidence(traj, task.evidence)  # nothing to gate without evidence
         reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen
         traj.meta["task_id"] = task.id  # the episode id names only its group
@@ -356,7 +356,7 @@ def rollout_metrics(trajs: list[Trajectory], rows: list[TurnRow], adv: Any) -> d
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
         "score_mean": float(np.mean([t.reward or 0.0 for t in trajs])),  # the env's score, before shaping
-        "evidence_seen": float(np.mean([bool(t.meta.get("evidence_seen", True)) for t in trajs])),
+        "evidence_seen": float(np.mean([t.meta["evidence_seen"] for t in trajs])),
         "answered": float(np.mean([t.answered for t in trajs])),
         "valid_turns": float(np.mean([r.record.error is None for r in rows])),
         "turns": float(np.mean([t.num_turns for t in trajs])),

@@ -47,6 +47,11 @@ def overlaps_evidence(turn: TurnRecord, evidence: Sequence[Sequence[float]]) -> 
     return touches_evidence(percept_spans(turn), evidence)
 
 
+def touched_evidence(traj: Trajectory, evidence: Sequence[Sequence[float]]) -> bool:
+    """True when any of the trajectory's percepts touched the evidence (what ``env.reward.evidence_gate`` asks)."""
+    return any(overlaps_evidence(turn, evidence) for turn in traj.turns)
+
+
 def turn_action(turn: TurnRecord) -> str:
     """The turn's action for per-action tables: ``rejected`` when the environment refused the turn."""
     return "rejected" if turn.error else (turn.action_type or "none")
@@ -183,11 +188,9 @@ def score_by_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[st
         evidence = evidence_by_task.get(task_key(traj.media, traj.question))
         if not evidence:
             continue
-        touched = any(overlaps_evidence(turn, evidence) for turn in traj.turns)
+        side = "touched" if touched_evidence(traj, evidence) else "missed"
         for kind in ("all", traj.task_type or "unknown"):
-            out.setdefault(kind, {"touched": [], "missed": []})["touched" if touched else "missed"].append(
-                float(traj.reward or 0.0)
-            )
+            out.setdefault(kind, {"touched": [], "missed": []})[side].append(float(traj.reward or 0.0))
     return {
         kind: {
             side: {"mean": round(float(np.mean(v)), 3) if v else None, "n": len(v)} for side, v in by.items()
