@@ -375,8 +375,9 @@ class OmniAgentLoop(AgentLoopBase):
 
     def _finish(self, outputs: list[AgentLoopOutput], tally: EpisodeTally) -> list[AgentLoopOutput]:
         """The episode's shaped reward and outcome on every turn's row."""
+        seen = tally.evidence_seen if tally.evidence else None  # None: no evidence to test
         final = shaped_reward(
-            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, tally.evidence_seen
+            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, seen
         )
         reward_info = {
             "acc": tally.env_reward,

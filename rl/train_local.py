@@ -142,8 +142,10 @@ class Args:
             keep["task_pool"] = int(self.local["task_pool"])
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
-        if not keep["env"].get("reward", {}).get("evidence_gate", True):  # likewise (a key added later)
-            keep["env"]["reward"].pop("evidence_gate")
+        reward = keep["env"].get("reward", {})
+        for key, default in (("evidence_gate", False), ("evidence_bonus", 0.0)):  # likewise (added later)
+            if key in reward and reward[key] == default:
+                reward.pop(key)
         return json.loads(json.dumps(keep))
 
 
@@ -185,9 +187,9 @@ def play_group(
             env, recorder, played.env_options(budget), episode_id=f"g{group}-{i}", seed=seed + i
         )
         errors = sum(1 for t in traj.turns if t.error)
-        seen = not task.evidence or touched_evidence(traj, task.evidence)  # nothing to gate without evidence
+        seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
         reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen)
-        traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen
+        traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
         traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(

@@ -59,6 +59,15 @@ def test_evidence_gate_pays_a_right_answer_only_after_a_look_at_the_evidence(vid
     for seen, gated in ((touches_evidence(spans, hit), 1.0), (touches_evidence(spans, missed), 0.0)):
         assert shaped_reward(score, 0, True, gate, seen) == gated
         assert shaped_reward(score, 0, True, plain, seen) == 1.0  # off by default: the plain outcome reward
+    # the dense credit: a look at the evidence pays, right answer or not; a task without evidence (None) gets none
+    dense = RewardConfig(evidence_gate=True, evidence_bonus=0.2)
+    assert shaped_reward(score, 0, True, dense, True) == pytest.approx(1.2)
+    assert shaped_reward(0.0, 0, True, dense, True) == pytest.approx(0.2)
+    assert shaped_reward(score, 0, True, dense, False) == 0.0
+    assert shaped_reward(score, 0, True, dense, None) == 1.0
+    assert shaped_reward(0.0, 0, True, dense, None) == 0.0
+    no_gate = RewardConfig(evidence_bonus=0.2)
+    assert shaped_reward(score, 0, True, no_gate, False) == 1.0  # without the gate a guess still pays
     # penalties still apply under the gate, to an answer that earns nothing
     penalised = RewardConfig(format_error_penalty=0.1, no_answer_penalty=0.5, evidence_gate=True)
     assert shaped_reward(1.0, 2, True, penalised, False) == pytest.approx(-0.2)

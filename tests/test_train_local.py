@@ -215,16 +215,27 @@ def oracle_turns(train_tasks: Path, random_dir: Path):
     return policy, encoder, task, traj, rows
 
 
+@pytest.mark.parametrize(
+    ("shaping", "expected"),
+    [
+        (["env.reward.evidence_gate=true"], {True: 1.0, False: 0.0}),
+        (["env.reward.evidence_gate=true", "env.reward.evidence_bonus=0.25"], {True: 1.25, False: 0.0}),
+        (["env.reward.evidence_bonus=0.25"], {True: 1.25, False: 1.0}),  # the bonus alone: guesses still pay
+    ],
+)
 def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
-    oracle_turns, cfg_tiny, train_tasks: Path, random_dir: Path
+    oracle_turns, cfg_tiny, train_tasks: Path, random_dir: Path, shaping: list[str], expected: dict
 ) -> None:
     _, encoder, task, _, _ = oracle_turns
     cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
-                          "actor_rollout_ref.rollout.n=1", "env.turns.min=4", "env.turns.max=4",
-                          "env.reward.evidence_gate=true"])  # fmt: skip
+                          "actor_rollout_ref.rollout.n=1", "env.turns.min=4", "env.turns.max=4", *shaping])  # fmt: skip
     args = Args.from_config(cfg)
-    assert args.fingerprint()["env"]["reward"]["evidence_gate"] is True
-    assert "evidence_gate" not in Args.from_config(cfg_tiny).fingerprint()["env"]["reward"]  # old runs resume
+    reward_keys = args.fingerprint()["env"]["reward"]
+    assert {k for k in ("evidence_gate", "evidence_bonus") if k in reward_keys} == {
+        o.split("=")[0].rsplit(".", 1)[1] for o in shaping
+    }  # a resumed run must match the shaping it was saved with
+    plain = Args.from_config(cfg_tiny).fingerprint()["env"]["reward"]
+    assert not {"evidence_gate", "evidence_bonus"} & set(plain)  # runs saved before these keys still resume
     assert task.evidence
     shaped = {}
     for look in (True, False):  # the oracle answers right either way; only the first fetches the evidence
@@ -233,7 +244,7 @@ def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
         assert traj.reward == 1.0 and traj.meta["evidence_seen"] is look
         assert all(r.reward == traj.meta["shaped_reward"] for r in rows)
         shaped[look] = traj.meta["shaped_reward"]
-    assert shaped == {True: 1.0, False: 0.0}
+    assert shaped == pytest.approx(expected)
 
 
 def test_turn_samples_train_exactly_the_turns_output(oracle_turns) -> None:
