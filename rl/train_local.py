@@ -97,13 +97,22 @@ class Args:
     entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
     score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
     norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo: false = centre rewards only (Dr.GRPO)
+    filter_metric: str | None  # algorithm.filter_groups.metric if .enable: drop groups flat in it (DAPO)
+    max_gen_batches: int  # algorithm.filter_groups.max_num_gen_batches: task batches drawn at most
     env: dict[str, Any]  # env.turns / env.limits / env.reward (as the verl agent loop reads them)
     local: dict[str, Any] = field(default_factory=dict)  # local.* (conf/rl/local/default.yaml documents each)
+
+    def __post_init__(self) -> None:
+        if self.filter_metric is not None and self.max_gen_batches <= 0:  # verl: no limit; here: a hang
+            raise ValueError(
+                "algorithm.filter_groups.enable=true needs a bound in this trainer: set "
+                "algorithm.filter_groups.max_num_gen_batches to a positive number of task batches (e.g. 3)"
+            )
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> Args:
         actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-        taura = cfg.taura
+        taura, groups = cfg.taura, cfg.algorithm.get("filter_groups")
         return cls(
             model=str(cfg.actor_rollout_ref.model.path),
             group_size=int(rollout.n),
@@ -126,6 +135,8 @@ class Args:
             entropy_eps=float(taura.entropy_eps),
             score_floor=float(taura.get("score_floor", 1.0)),
             norm_by_std=bool(cfg.algorithm.norm_adv_by_std_in_grpo),
+            filter_metric=str(groups.metric or "reward") if groups and groups.enable else None,
+            max_gen_batches=int(groups.max_num_gen_batches) if groups else 0,
             env=OmegaConf.to_container(cfg.env, resolve=True),  # type: ignore[arg-type]
             local=OmegaConf.to_container(cfg.local, resolve=True),  # type: ignore[arg-type]
         )
@@ -142,6 +153,8 @@ class Args:
             keep["task_pool"] = int(self.local["task_pool"])
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
+        if self.filter_metric is None:  # likewise (fields added later)
+            keep.pop("filter_metric"), keep.pop("max_gen_batches")
         reward = keep["env"].get("reward", {})
         for key, default in (("evidence_gate", False), ("evidence_bonus", 0.0)):  # likewise (added later)
             if key in reward and reward[key] == default:
@@ -200,20 +213,78 @@ def play_group(
     return trajs, rows
 
 
+def group_values(trajs: list[Trajectory], metric: str) -> list[float]:
+    """A group's episodes measured by ``metric``: ``reward`` (the shaped reward, what the advantages use), ``acc``
+    (the environment's score before shaping) or a key every trajectory's ``meta`` has (``evidence_seen``)."""
+    if metric == "reward":
+        return [float(t.meta["shaped_reward"]) for t in trajs]
+    if metric == "acc":
+        return [float(t.reward or 0.0) for t in trajs]
+    missing = [t.id for t in trajs if metric not in t.meta]
+    if missing:
+        raise ValueError(
+            f"algorithm.filter_groups.metric={metric!r}: no such value on episodes {missing[:3]}"
+        )
+    return [float(t.meta[metric]) for t in trajs]
+
+
+def is_flat(values: list[float]) -> bool:
+    """Every episode the same (verl keeps a group when its std is above 0, or when it has one episode)."""
+    return len(values) > 1 and max(values) == min(values)
+
+
+def renumber(trajs: list[Trajectory], rows: list[TurnRow], group: int, size: int) -> None:
+    """Give a kept group the index ``group`` (episode ids ``g<group>-<i>``, row ``group`` and ``traj``), so the
+    iteration's groups are numbered 0.. in training order whatever was dropped in between."""
+    old = rows[0].group if rows else group
+    for traj in trajs:
+        traj.id = f"g{group}-{traj.id.rsplit('-', 1)[1]}"
+    for row in rows:
+        row.group, row.traj = group, group * size + (row.traj - old * size)
+
+
 def rollout(
     policy: Any, encoder: TurnEncoder, env: OmniVideoEnv, tasks: list[Task], args: Args, seed: int, it: int
-) -> tuple[Any, list[Trajectory], list[TurnRow]]:
-    """Iteration ``it``'s groups: which tasks, their trajectories and turn rows (all seeded by seed and it)."""
+) -> tuple[list[int], list[Trajectory], list[TurnRow], dict[str, float]]:
+    """Iteration ``it``'s groups: which tasks, their trajectories and turn rows (all seeded by seed and it), and
+    how many groups were played and how many of those were flat.
+
+    With ``algorithm.filter_groups.enable`` (DAPO's dynamic sampling, verl's key): a group whose episodes all
+    measure the same in ``filter_groups.metric`` is dropped (its advantages would be 0, and under token-mean it
+    would only dilute the others), and further batches of ``data.train_batch_size`` tasks are drawn until that
+    many groups are kept or ``max_num_gen_batches`` batches were drawn; then the most recent dropped groups fill
+    the remaining places, so every iteration trains on ``data.train_batch_size`` groups. Off, the draws are
+    exactly those of a run without the knob."""
     rng = np.random.default_rng([seed, it])
-    n = args.tasks_per_iteration
-    picks = rng.choice(len(tasks), size=n, replace=n > len(tasks))
+    n, size = args.tasks_per_iteration, args.group_size
     torch.manual_seed(seed * 1_000_003 + it)  # the transformers backend samples from torch's global generator
-    trajs, rows = [], []
-    for g, task_i in enumerate(picks):
-        t, r = play_group(policy, encoder, env, tasks[int(task_i)], args, g, seed=int(rng.integers(2**31)))
+    kept: list[tuple[int, list[Trajectory], list[TurnRow]]] = []
+    dropped: list[tuple[int, list[Trajectory], list[TurnRow]]] = []
+    played = flat = batches = 0
+    while len(kept) < n and (batches == 0 or args.filter_metric is not None):
+        if batches and batches >= args.max_gen_batches:
+            break
+        batches += 1
+        for task_i in rng.choice(len(tasks), size=n, replace=n > len(tasks)):
+            g = played  # unique while playing; renumbered below
+            t, r = play_group(
+                policy, encoder, env, tasks[int(task_i)], args, g, seed=int(rng.integers(2**31))
+            )
+            played += 1
+            flat += is_flat(group_values(t, "reward"))
+            keep = args.filter_metric is None or not is_flat(group_values(t, args.filter_metric))
+            (kept if keep else dropped).append((int(task_i), t, r))
+            if len(kept) == n:
+                break
+    chosen = kept + dropped[::-1][: n - len(kept)]
+    picks, trajs, rows = [], [], []
+    for g, (task_i, t, r) in enumerate(chosen):
+        renumber(t, r, g, size)
+        picks.append(task_i)
         trajs += t
         rows += r
-    return picks, trajs, rows
+    stats = {"groups_played": played, "groups_flat": flat, "gen_batches": batches}
+    return picks, trajs, rows, stats
 
 
 # ====================================================================== 2-3. old log-probs and advantages
@@ -345,7 +416,7 @@ METRICS = (
     "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns",
     "frames", "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
-    "param_delta", "eval_reward", "seconds",
+    "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches",
 )  # fmt: skip
 
 
@@ -478,7 +549,7 @@ def train(cfg: DictConfig) -> Path:
     for it in bar:
         t0 = time.perf_counter()
         # 1. rollout: groups of episodes per task, drawn and sampled from seeds fixed by (seed, iteration)
-        picks, trajs, rows = rollout(policy, encoder, env, train_tasks, args, seed, it)
+        picks, trajs, rows, played = rollout(policy, encoder, env, train_tasks, args, seed, it)
         # 2-3. behaviour log-probs and entropies on exactly the trained tokens, then advantages
         score_rows(model, rows, encoder.pad_id)
         turn_scores = rl_turn_scores(policy, encoder, rows, train_tasks, picks, args)
@@ -490,7 +561,13 @@ def train(cfg: DictConfig) -> Path:
         after = [p.detach() for p in model.parameters() if p.requires_grad]
         delta = math.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(after, before, strict=True)))
         # 5. log, eval, save
-        row = {"iteration": it + 1, **rollout_metrics(trajs, rows, adv), **losses, "param_delta": delta}
+        row = {
+            "iteration": it + 1,
+            **played,
+            **rollout_metrics(trajs, rows, adv),
+            **losses,
+            "param_delta": delta,
+        }
         last = it + 1 == iterations
         every = int(local.get("eval_every") or 0)
         if eval_tasks and ((every and (it + 1) % every == 0) or last):

@@ -14,12 +14,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from envs.env import OmniVideoEnv
+from envs.scoring import letters
 from envs.tasks import letter_index, load_tasks_jsonl, save_tasks_jsonl
+from omniagent.backends.scripted import OraclePolicy
 from omniagent.checkpoint import check_checkpoint
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
@@ -35,6 +39,7 @@ from rl.train_local import (
     load_policy,
     play_group,
     ppo_clip_loss,
+    rollout,
     score_rows,
     train,
     training_tasks,
@@ -161,6 +166,9 @@ def test_shuffle_options_gives_each_episode_its_own_letters_for_the_same_answer(
     assert all(sorted(p["choices"]) == sorted(pooled.choices or []) for p in played)
     assert {p["choices"][letter_index(p["ground_truth"])] for p in played} == {pooled.answer_choice()}
     assert len({tuple(p["choices"]) for p in played}) > 1  # the orders differ between episodes
+    (metrics,) = _read(tmp_path / "metrics.csv")
+    assert (metrics["groups_played"], metrics["gen_batches"]) == ("1", "1")  # no filter_groups: one draw
+    assert metrics["groups_flat"] == str(int(len({p["reward"] for p in played}) == 1))
 
 
 def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
@@ -245,6 +253,63 @@ def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
         assert all(r.reward == traj.meta["shaped_reward"] for r in rows)
         shaped[look] = traj.meta["shaped_reward"]
     assert shaped == pytest.approx(expected)
+
+
+class FlakyOracle(OraclePolicy):
+    """Answers right, except on every other episode of the tasks whose question is in ``flaky``: their groups
+    of two disagree, the others' are flat."""
+
+    def __init__(self, flaky: set[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flaky, self.episodes = flaky, 0
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.episodes += 1
+        super().reset(info)
+
+    def answer(self) -> Any:
+        truth = super().answer()
+        if self.task["question"] in self.flaky and self.episodes % 2:
+            return next(x for x in letters(len(self.task["choices"])) if x != truth)
+        return truth
+
+
+def test_filter_groups_trains_on_groups_whose_episodes_disagree(
+    oracle_turns, train_tasks: Path, random_dir: Path
+):
+    _, encoder, _, _, _ = oracle_turns
+    tasks = load_tasks_jsonl(train_tasks)
+    flaky = {t.question for t in tasks[::2]}
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "data.train_batch_size=3"]  # fmt: skip
+    with pytest.raises(ValueError, match="max_num_gen_batches"):  # verl's 0 means no limit: here, a hang
+        Args.from_config(compose_config([*base, "algorithm.filter_groups.enable=true"]))
+    off = Args.from_config(compose_config(base))
+    on = Args.from_config(compose_config([*base, "algorithm.filter_groups.enable=true",
+                                          "algorithm.filter_groups.max_num_gen_batches=4"]))  # fmt: skip
+    assert "filter_metric" not in off.fingerprint() and on.fingerprint()["filter_metric"] == "reward"
+
+    def play(args: Args):
+        picks, trajs, rows, stats = rollout(
+            FlakyOracle(flaky, look=False), encoder, OmniVideoEnv(), tasks, args, 0, 0
+        )
+        groups = [[t.reward for t in trajs[g * 2 : g * 2 + 2]] for g in range(len(picks))]
+        for j, traj in enumerate(trajs):  # numbered 0.. in training order, as append_rollouts expects
+            assert traj.id.startswith(f"g{j // 2}-") and {r.group for r in rows if r.traj == j} == {j // 2}
+        return picks, groups, stats
+
+    picks, groups, stats = play(off)  # off: the draws of a run without the knob, flat groups and all
+    assert picks == np.random.default_rng([0, 0]).choice(len(tasks), size=3, replace=3 > len(tasks)).tolist()
+    assert stats == {"groups_played": 3, "gen_batches": 1,
+                     "groups_flat": sum(tasks[i].question not in flaky for i in picks)}  # fmt: skip
+    assert all((len(set(g)) > 1) == (tasks[i].question in flaky) for i, g in zip(picks, groups, strict=True))
+
+    picks, groups, stats = play(on)
+    disagree = [len(set(g)) > 1 for g in groups]
+    assert len(picks) == 3 and stats["groups_played"] > 3 and stats["gen_batches"] > 1
+    assert disagree == sorted(disagree, reverse=True)  # kept groups first, then flat ones filling the batch
+    assert sum(disagree) == 3 or stats["gen_batches"] == 4  # fewer kept only when the draws ran out
+    assert stats["groups_flat"] == stats["groups_played"] - sum(disagree)
 
 
 def test_turn_samples_train_exactly_the_turns_output(oracle_turns) -> None:
