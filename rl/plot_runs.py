@@ -55,8 +55,10 @@ def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 def training_summary(run_dir: Path) -> dict[str, float]:
     """Mean training reward of the first and the second half of the iterations (and, for runs logged since they
     exist, the environment's score before shaping and the share of episodes that touched the evidence), the
-    largest approx. KL of an update, the run's seconds (the sums of ``metrics.csv``'s columns) and how many updates
-    ``local.target_kl`` stopped early (runs logged since it exists)."""
+    largest approx. KL of an update, the run's seconds (the sums of ``metrics.csv``'s columns), how many updates
+    ``local.target_kl`` stopped early (runs logged since it exists) and, for runs logged since they exist, the
+    groups played, how many of them were flat and the task batches drawn (``algorithm.filter_groups`` plays
+    more groups than it trains on; ``flat_groups`` counts only the trained ones)."""
     rows = metrics_rows(run_dir)
     half = (len(rows) + 1) // 2
 
@@ -76,6 +78,9 @@ def training_summary(run_dir: Path) -> dict[str, float]:
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))
     if rows and rows[0].get("kl_stop"):  # runs with local.target_kl: updates cut short by it
         out["kl_stops"] = sum(float(r["kl_stop"]) > 0 for r in rows)
+    if rows and all(r.get("groups_played") for r in rows):  # runs logged since these columns exist
+        for column in ("groups_played", "groups_flat", "gen_batches"):  # groups_flat: flat among those played
+            out[column] = round(sum(float(r[column]) for r in rows))
     return out
 
 

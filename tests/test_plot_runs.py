@@ -117,6 +117,13 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
         0.0, 0.25, 0.5,
     )  # fmt: skip
     assert (summary["reward_second_half"], summary["score_second_half"]) == (0.5, 0.75)
+    assert "groups_played" not in summary  # a run logged before the group columns existed
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds,groups_played,groups_flat,gen_batches\n"
+        "1,0.1,0.002,10,8,0,1\n2,0.3,0.004,20,14,6,2\n"
+    )  # a run with algorithm.filter_groups: the second iteration dropped 6 flat groups and drew a second batch
+    summary = training_summary(run)
+    assert (summary["groups_played"], summary["groups_flat"], summary["gen_batches"]) == (22, 6, 3)
 
 
 def _pool_episodes(rewards_by_iteration: dict[int, dict[str, list[float]]]) -> list[Trajectory]:
