@@ -12,7 +12,8 @@ algorithm setting from the key verl reads (see :class:`Args`). One iteration:
 1. **Rollout.** ``data.train_batch_size`` tasks, each played ``rollout.n`` times (one group) through
    :class:`envs.env.OmniVideoEnv` and the transformers backend, sampling at ``rollout.temperature``.
    Every turn is recorded as an SFT sample (:class:`TurnEncoder`, the builder of ``rl/sft_dataset.py``):
-   the context exactly as the environment showed it, the loss mask on that turn's output only.
+   the context exactly as the environment showed it, the loss mask on that turn's output only. With
+   ``algorithm.filter_groups.enable`` (DAPO), groups whose episodes all scored alike are replaced by new draws.
 2. **Old log-probs.** One no-grad forward per turn row gives the behaviour policy's per-token log-prob and
    entropy on exactly the tokens trained (as verl recomputes them with the actor; the rollout and training
    model are the same weights in the same precision here, so verl's rollout importance correction is 1).
