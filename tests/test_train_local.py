@@ -276,7 +276,7 @@ class FlakyOracle(OraclePolicy):
 
 def test_filter_groups_trains_on_groups_whose_episodes_disagree(
     oracle_turns, train_tasks: Path, random_dir: Path
-):
+) -> None:
     _, encoder, _, _, _ = oracle_turns
     tasks = load_tasks_jsonl(train_tasks)
     flaky = {t.question for t in tasks[::2]}
@@ -289,7 +289,7 @@ def test_filter_groups_trains_on_groups_whose_episodes_disagree(
                                           "algorithm.filter_groups.max_num_gen_batches=4"]))  # fmt: skip
     assert "filter_metric" not in off.fingerprint() and on.fingerprint()["filter_metric"] == "reward"
 
-    def play(args: Args):
+    def play(args: Args) -> tuple[list[int], list[list[float | None]], dict[str, float]]:
         picks, trajs, rows, stats = rollout(
             FlakyOracle(flaky, look=False), encoder, OmniVideoEnv(), tasks, args, 0, 0
         )
