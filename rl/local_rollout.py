@@ -1,4 +1,5 @@
-"""Pieces of the local trainer (``rl/train_local.py``) that turn recorded turns into training rows.
+"""Pieces of the local trainer (``rl/train_local.py``) that turn recorded turns into training rows, measure and
+renumber a rollout's groups (``algorithm.filter_groups``), and keep its files (``metrics.csv``, ``rollouts.jsonl``).
 
 Why a module of its own: the IG turn scores (:mod:`rl.info_gain`) and the tests need them without the loop.
 """
@@ -96,6 +97,36 @@ def forward_stats(
         return logp, torch.zeros_like(logp), mask
     entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp.detach(), entropy.detach(), mask
+
+
+def group_values(trajs: list[Trajectory], metric: str) -> list[float]:
+    """A group's episodes measured by ``metric``: ``reward`` (the shaped reward, what the advantages use), ``acc``
+    (the environment's score before shaping) or a key every trajectory's ``meta`` has (``evidence_seen``)."""
+    if metric == "reward":
+        return [float(t.meta["shaped_reward"]) for t in trajs]
+    if metric == "acc":
+        return [float(t.reward or 0.0) for t in trajs]
+    missing = [t.id for t in trajs if metric not in t.meta]
+    if missing:
+        raise ValueError(
+            f"algorithm.filter_groups.metric={metric!r}: no such value on episodes {missing[:3]}"
+        )
+    return [float(t.meta[metric]) for t in trajs]
+
+
+def is_flat(values: list[float]) -> bool:
+    """Every episode the same (verl keeps a group when its std is above 0, or when it has one episode)."""
+    return len(values) > 1 and max(values) == min(values)
+
+
+def renumber(trajs: list[Trajectory], rows: list[TurnRow], group: int, size: int) -> None:
+    """Give a kept group the index ``group`` (episode ids ``g<group>-<i>``, row ``group`` and ``traj``), so the
+    iteration's groups are numbered 0.. in training order whatever was dropped in between."""
+    old = rows[0].group if rows else group
+    for traj in trajs:
+        traj.id = f"g{group}-{traj.id.rsplit('-', 1)[1]}"
+    for row in rows:
+        row.group, row.traj = group, group * size + (row.traj - old * size)
 
 
 def write_metrics(path: Path, rows: list[dict[str, Any]], columns: Sequence[str]) -> None:

@@ -55,7 +55,10 @@ from rl.local_rollout import (
     TurnRow,
     append_rollouts,
     forward_stats,
+    group_values,
+    is_flat,
     read_metrics,
+    renumber,
     truncate_rollouts,
     write_metrics,
 )
@@ -212,36 +215,6 @@ def play_group(
             rows.append(TurnRow(item, group, group * args.group_size + i, k, reward, rec, context))
         trajs.append(traj)
     return trajs, rows
-
-
-def group_values(trajs: list[Trajectory], metric: str) -> list[float]:
-    """A group's episodes measured by ``metric``: ``reward`` (the shaped reward, what the advantages use), ``acc``
-    (the environment's score before shaping) or a key every trajectory's ``meta`` has (``evidence_seen``)."""
-    if metric == "reward":
-        return [float(t.meta["shaped_reward"]) for t in trajs]
-    if metric == "acc":
-        return [float(t.reward or 0.0) for t in trajs]
-    missing = [t.id for t in trajs if metric not in t.meta]
-    if missing:
-        raise ValueError(
-            f"algorithm.filter_groups.metric={metric!r}: no such value on episodes {missing[:3]}"
-        )
-    return [float(t.meta[metric]) for t in trajs]
-
-
-def is_flat(values: list[float]) -> bool:
-    """Every episode the same (verl keeps a group when its std is above 0, or when it has one episode)."""
-    return len(values) > 1 and max(values) == min(values)
-
-
-def renumber(trajs: list[Trajectory], rows: list[TurnRow], group: int, size: int) -> None:
-    """Give a kept group the index ``group`` (episode ids ``g<group>-<i>``, row ``group`` and ``traj``), so the
-    iteration's groups are numbered 0.. in training order whatever was dropped in between."""
-    old = rows[0].group if rows else group
-    for traj in trajs:
-        traj.id = f"g{group}-{traj.id.rsplit('-', 1)[1]}"
-    for row in rows:
-        row.group, row.traj = group, group * size + (row.traj - old * size)
 
 
 def rollout(
