@@ -61,7 +61,7 @@ from envs.tasks import Task
 from omniagent.backends.convert import build_model_inputs
 from omniagent.backends.vllm_backend import build_vllm_request
 from rl.media_tokens import omni_media_token_ids
-from rl.reward import RewardConfig, percept_spans, shaped_reward, touches_evidence
+from rl.reward import RewardConfig, TurnText, percept_spans, reading_rate, shaped_reward, touches_evidence
 from rl.rl_dataset import task_from_extra_info
 from rl.turn_budget import TurnBudgetConfig, turn_budget
 
@@ -200,8 +200,19 @@ class EpisodeTally:
     global_steps: list[int] = field(default_factory=list)
     evidence: list[list[float]] | None = None  # the task's evidence intervals, when it knows them
     spans: list[tuple[float, float]] = field(default_factory=list)  # what its percepts covered so far
+    media: str = ""  # the task's media: its ground truth, when synthetic, scores the Observations
+    turns: list[TurnText] = field(default_factory=list)  # what each turn wrote and was served
 
     def step(self, reward: float, terminated: bool, info: dict[str, Any], server_extra: Any) -> None:
+        parsed = info.get("parsed") or {}
+        self.turns.append(
+            TurnText(
+                parsed.get("observation"),
+                parsed.get("action"),
+                info.get("timestamps") or [],
+                info.get("error"),
+            )
+        )
         if info.get("error"):
             self.format_errors += 1
         else:
@@ -217,6 +228,11 @@ class EpisodeTally:
     def evidence_seen(self) -> bool:
         """Whether a percept touched the evidence (True for a task without evidence: nothing to gate)."""
         return not self.evidence or touches_evidence(self.spans, self.evidence)
+
+    @property
+    def reading(self) -> float | None:
+        """The share of served frames and audio the Observations read exactly (None: no ground truth)."""
+        return reading_rate(self.media, self.turns) if self.media else None
 
 
 # ------------------------------------------------------------------ the agent loop
@@ -283,7 +299,7 @@ class OmniAgentLoop(AgentLoopBase):
 
         request_id = uuid4().hex  # one sticky session per trajectory (prefix caching on the same server)
         generate_extra = {"priority": int(row["priority"])} if "priority" in row else {}
-        tally = EpisodeTally(budget=budget, evidence=task.evidence)
+        tally = EpisodeTally(budget=budget, evidence=task.evidence, media=task.media)
         episode_fields = {"session_id": session_id, "task_id": task.id, "turn_budget": budget}
         outputs: list[AgentLoopOutput] = []
         for turn in range(budget):
@@ -376,8 +392,9 @@ class OmniAgentLoop(AgentLoopBase):
     def _finish(self, outputs: list[AgentLoopOutput], tally: EpisodeTally) -> list[AgentLoopOutput]:
         """The episode's shaped reward and outcome on every turn's row."""
         seen = tally.evidence_seen if tally.evidence else None  # None: no evidence to test
+        reading = tally.reading if self.settings.reward.reading_credit else None  # synthetic media only
         final = shaped_reward(
-            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, seen
+            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, seen, reading
         )
         reward_info = {
             "acc": tally.env_reward,

@@ -44,7 +44,16 @@ from omniagent.trajectory import Trajectory, TurnRecord
 from rl.audit_judge import AuditJudgeError
 from rl.sft_filters import AuditResult, TurnScore
 
-__all__ = ["JUDGE_KINDS", "RulesAuditor", "audit_observation", "audit_thought", "is_synthetic", "judge_kind"]
+__all__ = [
+    "JUDGE_KINDS",
+    "RulesAuditor",
+    "audit_observation",
+    "audit_thought",
+    "is_synthetic",
+    "item_ok",
+    "judge_kind",
+    "sound_ok",
+]
 
 PASS, FAIL = 5, 1
 _COLORS = "red|green|blue|yellow|magenta|cyan|orange"
@@ -93,7 +102,8 @@ def is_synthetic(media: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _item_ok(claimed: Item, truth: list[Item]) -> bool:
+def item_ok(claimed: Item, truth: list[Item]) -> bool:
+    """Whether a claimed visual item is among ``truth`` (shapes: width within 2 px or 10%)."""
     for item in truth:
         if item.kind != claimed.kind or item.value != claimed.value:
             continue
@@ -118,7 +128,7 @@ def _check_frames(world: SynthWorld, claim: Claim, percept: Percept, memory: Mem
     problems = []
     for t in sorted(set(frames)):
         truth = world.frame(t)
-        wrong = [i for i in claim.items if not _item_ok(i, truth)]
+        wrong = [i for i in claim.items if not item_ok(i, truth)]
         if wrong:
             shown = ", ".join(i.phrase() for i in truth)
             problems.append(f"the frame at {t:.2f}s does not show {wrong[0].phrase()} (it shows {shown})")
@@ -132,7 +142,8 @@ def _fmt(times: list[float]) -> str:
     return shown + (", ..." if len(times) > 8 else "")
 
 
-def _sound_ok(claimed: Item, truth: list[Item]) -> bool:
+def sound_ok(claimed: Item, truth: list[Item]) -> bool:
+    """Whether a claimed sound is among ``truth`` (its audible part within ``SOUND_TOL`` seconds)."""
     for item in truth:
         if item.kind != claimed.kind or (claimed.full and item.value != claimed.value):
             continue
@@ -151,7 +162,7 @@ def _check_audio(world: SynthWorld, claim: Claim, percept: Percept, memory: Memo
         return [f"says only the hum is audible, but {truth[0].phrase()}"] if truth else []
     problems = []
     for item in claim.items:
-        if not _sound_ok(item, truth):
+        if not sound_ok(item, truth):
             heard = ", ".join(i.phrase() for i in truth) or "only the background hum"
             problems.append(f"{item.phrase()} is not in the audio (it holds {heard})")
     if not problems:

@@ -17,13 +17,29 @@ bonus, against 79 with the gate alone).
 A percept touches the evidence when a served frame's timestamp lies inside an evidence interval (frames are
 instants), or when the served span of an audio or clip look intersects one (closed intervals). The ground-truth
 turn labels of :mod:`rl.turn_labels` use the same test.
+
+``reading_credit`` checks what the agent wrote, not where it looked: on synthetic media, whose every frame and
+sound is known, each Observation is read against the percept served before it (:func:`reading_rate`), and the
+episode earns the credit times the share of served frames and audio spans it described exactly. Why: on
+questions that name their time (every width question) a look there passes the gate whatever the answer came from,
+so the gate pays a prior (README, batch 6); an exact reading cannot come from a prior, and on every episode that
+looked at anything it gives the group something to rank by. Media without a ground truth earn no credit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+from omniagent.backends.synth_world import (
+    Item,
+    SynthWorld,
+    WorldError,
+    parse_observation,
+    percept_from_record,
+)
+from rl.audit_rules import item_ok, sound_ok
 
 PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
 
@@ -38,6 +54,7 @@ class RewardConfig:
     no_answer_penalty: float = 0.0  # subtracted when the episode ends without an answer
     evidence_gate: bool = False  # true: the score counts only if a served percept touched the task's evidence
     evidence_bonus: float = 0.0  # added when a served percept touched the evidence, whatever the answer
+    reading_credit: float = 0.0  # added times the share of served frames/audio the Observations read exactly
 
 
 def percept_spans(
@@ -63,17 +80,93 @@ def touches_evidence(spans: Sequence[Span], evidence: Sequence[Sequence[float]])
 
 
 def shaped_reward(
-    env_reward: float, errors: int, answered: bool, cfg: RewardConfig, evidence_seen: bool | None = None
+    env_reward: float,
+    errors: int,
+    answered: bool,
+    cfg: RewardConfig,
+    evidence_seen: bool | None = None,
+    reading: float | None = None,
 ) -> float:
     """The environment's score (zero under ``evidence_gate`` when the evidence was never served), plus
-    ``evidence_bonus`` when it was, minus penalties (``errors``: the rejected turns).
+    ``evidence_bonus`` when it was, plus ``reading_credit`` times ``reading``, minus penalties (``errors``: the
+    rejected turns).
 
-    ``evidence_seen`` is None for a task without evidence: neither the gate nor the bonus has anything to test."""
+    ``evidence_seen`` is None for a task without evidence: neither the gate nor the bonus has anything to test.
+    ``reading`` (:func:`reading_rate`) is None for media without a ground truth or an episode that saw nothing."""
     looked = evidence_seen is not False  # a task without evidence is never gated ...
     reward = float(env_reward) if looked or not cfg.evidence_gate else 0.0
     if evidence_seen:  # ... nor paid for a look it cannot check
         reward += cfg.evidence_bonus
+    if reading is not None:
+        reward += cfg.reading_credit * float(reading)
     reward -= cfg.format_error_penalty * errors
     if not answered:
         reward -= cfg.no_answer_penalty
     return reward
+
+
+# ---------------------------------------------------------------------------------------- exact readings
+
+
+class ReadTurn(Protocol):
+    """What :func:`reading_rate` reads of a turn (:class:`omniagent.trajectory.TurnRecord` has it)."""
+
+    observation: str | None
+    action: dict[str, Any] | None
+    timestamps: list[float]
+    error: str | None
+
+
+@dataclass
+class TurnText:
+    """A turn as the verl agent loop sees it (the environment's ``info``), for :func:`reading_rate`."""
+
+    observation: str | None
+    action: dict[str, Any] | None
+    timestamps: list[float]
+    error: str | None
+
+
+def _same_items(claimed: list[Item], truth: list[Item], ok: Any) -> bool:
+    """Every claimed item is in ``truth`` and every true item was claimed (``ok``: the matching test)."""
+    return all(ok(i, truth) for i in claimed) and all(ok(t, claimed) for t in truth)
+
+
+def reading_rate(media: str, turns: Sequence[ReadTurn]) -> float | None:
+    """The share of what was served that the next turn's Observation described exactly.
+
+    Each distinct served frame counts once: read when a frame sentence covering its time names exactly what the
+    frame shows (nothing missing, nothing extra; shape widths within the audit's tolerance). Each served audio
+    span (an audio look, a clip's sound) counts once: read when an audio sentence with that span names exactly
+    its sounds ("only the background hum" when there are none). A percept whose turn was the last one has no
+    Observation and does not count. None when ``media`` has no synthetic ground truth or nothing was served."""
+    try:
+        world = SynthWorld.for_media(media)
+    except WorldError:
+        return None
+    served = read = 0
+    for prev, turn in zip(turns, turns[1:], strict=False):
+        percept = percept_from_record(prev.action, list(prev.timestamps), prev.error)
+        if percept.kind not in ("frames", "audio", "clip"):
+            continue
+        span = percept.span if world.has_audio else None
+        claims = parse_observation(turn.observation or "")
+        for t in sorted({round(float(x), 2) for x in percept.times}):
+            served += 1
+            read += any(
+                c.kind == "frames"
+                and c.first - 1e-6 <= t <= c.last + 1e-6
+                and _same_items(c.items, world.frame(t), item_ok)
+                for c in claims
+            )
+        if span is not None:
+            served += 1
+            truth = world.sounds(*span)
+            read += any(
+                c.kind == "audio"
+                and abs(c.first - span[0]) <= 0.011
+                and abs(c.last - span[1]) <= 0.011
+                and (c.silent if not truth else _same_items(c.items, truth, sound_ok))
+                for c in claims
+            )
+    return read / served if served else None

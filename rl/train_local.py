@@ -62,7 +62,7 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
-from rl.reward import RewardConfig, shaped_reward
+from rl.reward import RewardConfig, reading_rate, shaped_reward
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
@@ -160,7 +160,7 @@ class Args:
         if self.filter_metric is None:  # likewise (fields added later)
             keep.pop("filter_metric"), keep.pop("max_gen_batches")
         reward = keep["env"].get("reward", {})
-        for key, default in (("evidence_gate", False), ("evidence_bonus", 0.0)):  # likewise (added later)
+        for key, default in (("evidence_gate", False), ("evidence_bonus", 0.0), ("reading_credit", 0.0)):
             if key in reward and reward[key] == default:
                 reward.pop(key)
         return json.loads(json.dumps(keep))
@@ -205,8 +205,10 @@ def play_group(
         )
         errors = sum(1 for t in traj.turns if t.error)
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
-        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen)
+        reading = reading_rate(task.media, traj.turns)  # None: media without ground truth, or nothing seen
+        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
+        traj.meta["reading"] = reading
         traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(
@@ -390,7 +392,7 @@ METRICS = (
     "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns",
     "frames", "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
-    "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches",
+    "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches", "reading",
 )  # fmt: skip
 
 
@@ -399,6 +401,7 @@ def rollout_metrics(trajs: list[Trajectory], rows: list[TurnRow], adv: Any) -> d
     rewards = np.array([t.meta["shaped_reward"] for t in trajs], dtype=float)
     ent = adv.turn_entropy[adv.valid]
     weights = weight_stats(adv.weights, adv.valid)
+    read = [t.meta["reading"] for t in trajs if t.meta["reading"] is not None]
     return {
         "reward_mean": float(rewards.mean()),
         "reward_std": float(rewards.std()),
@@ -413,6 +416,7 @@ def rollout_metrics(trajs: list[Trajectory], rows: list[TurnRow], adv: Any) -> d
         **{f"weight_{k}": v for k, v in weights.items()},
         "adv_abs_mean": float(adv.advantages.abs().sum()) / max(sum(float(r.mask.sum()) for r in rows), 1.0),
         "adv_finite": float(bool(torch.isfinite(adv.advantages).all())),
+        "reading": float(np.mean(read)) if read else float("nan"),  # served frames/audio read exactly
     }
 
 

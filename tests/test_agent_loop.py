@@ -265,6 +265,16 @@ def test_turn_budget_reward_and_settings(cfg):
     gated = al.RewardConfig(evidence_gate=True)
     assert al.shaped_reward(1.0, 0, True, gated, tally.evidence_seen) == 1.0
     assert al.shaped_reward(1.0, 0, True, gated, False) == 0.0
+    # the reading credit reads what each turn wrote and was served (tests/test_reward.py scores it)
+    parsed = {"observation": "none", "thought": "t", "action": {"type": "get_frames", "start": 0, "end": 20}}
+    read = al.EpisodeTally(budget=5, media="/no/such/video.mp4")
+    read.step(0.0, False, {"parsed": parsed, "action_type": "get_frames", "timestamps": [0.0, 10.0]}, None)
+    read.step(0.0, False, {"action_type": None, "timestamps": [], "error": "bad_json"}, None)
+    assert [(t.observation, t.action, t.timestamps, t.error) for t in read.turns] == [
+        ("none", parsed["action"], [0.0, 10.0], None),
+        (None, None, [], "bad_json"),
+    ]
+    assert read.reading is None  # media without a synthetic ground truth earn no credit
 
     settings = al.EnvSettings.from_config(cfg.env)  # the composed tiny config
     assert settings.limits == EnvLimits(**cfg.env.limits) and settings.turns == al.TurnBudgetConfig(

@@ -1,5 +1,6 @@
 """The RL reward both trainers share (rl/reward.py): format penalties and the evidence gate, on the spans the real
-environment serves."""
+environment serves; the reading credit, on what the perceiving teacher wrote about synthetic media and on copies of
+its Observations with an item left out, an item added, or nothing described."""
 
 from __future__ import annotations
 
@@ -9,8 +10,20 @@ from pathlib import Path
 import pytest
 
 from envs.env import OmniVideoEnv
+from envs.synth import generate_benchmark
 from envs.tasks import Task
-from rl.reward import RewardConfig, percept_spans, shaped_reward, touches_evidence
+from omniagent.backends.synth_world import SynthWorld, percept_from_record
+from omniagent.episode import run_episode
+from omniagent.policy import make_policy
+from omniagent.trajectory import Trajectory, TurnRecord
+from rl.reward import (
+    RewardConfig,
+    TurnText,
+    percept_spans,
+    reading_rate,
+    shaped_reward,
+    touches_evidence,
+)
 
 
 def _turn(action: dict) -> str:
@@ -72,3 +85,89 @@ def test_evidence_gate_pays_a_right_answer_only_after_a_look_at_the_evidence(vid
     penalised = RewardConfig(format_error_penalty=0.1, no_answer_penalty=0.5, evidence_gate=True)
     assert shaped_reward(1.0, 2, True, penalised, False) == pytest.approx(-0.2)
     assert shaped_reward(0.0, 0, False, penalised, True) == pytest.approx(-0.5)
+
+
+@pytest.fixture(scope="module")
+def teacher_trajs(tmp_path_factory: pytest.TempPathFactory) -> list[Trajectory]:
+    """The perceiving teacher on a synthetic video with sound: its Observations describe each percept exactly."""
+    out = tmp_path_factory.mktemp("synth_reading")
+    tasks = generate_benchmark(out, seed=3, n_videos=1, durations=[40], config={"max_tasks_per_template": 1})
+    env = OmniVideoEnv()
+    trajs = [
+        run_episode(env, make_policy("synth_teacher", seed=seed), task.env_options(8))
+        for task in tasks
+        for seed in (0, 1)
+    ]
+    env.close()
+    return trajs
+
+
+def _served_kinds(traj: Trajectory) -> set[str]:
+    return {percept_from_record(p.action, p.timestamps, p.error).kind for p in traj.turns[:-1]}
+
+
+def _with(traj: Trajectory, turn: int, observation: str) -> list[TurnRecord]:
+    turns = [t.model_copy(deep=True) for t in traj.turns]
+    turns[turn].observation = observation
+    return turns
+
+
+def test_the_teachers_exact_observations_read_everything_served(teacher_trajs: list[Trajectory]) -> None:
+    rates = [reading_rate(t.media, t.turns) for t in teacher_trajs]
+    kinds = set().union(*(_served_kinds(t) for t in teacher_trajs))
+    assert {"frames", "audio"} <= kinds  # both kinds of percept were read
+    assert [r for r in rates if r is not None] and all(r in (None, 1.0) for r in rates)
+    # the verl agent loop's view of the same turns (TurnText) reads the same
+    traj = next(t for t, r in zip(teacher_trajs, rates, strict=True) if r is not None)
+    texts = [TurnText(t.observation, t.action, t.timestamps, t.error) for t in traj.turns]
+    assert reading_rate(traj.media, texts) == 1.0
+
+
+def test_a_missing_or_invented_item_or_no_description_loses_what_it_misread(
+    teacher_trajs: list[Trajectory],
+) -> None:
+    traj, k = next(
+        (t, k)
+        for t in teacher_trajs
+        for k in range(1, len(t.turns))
+        if t.turns[k - 1].action_type == "get_frames" and not t.turns[k - 1].error
+    )
+    world = SynthWorld.for_media(traj.media)
+    frames = sorted({round(x, 2) for x in traj.turns[k - 1].timestamps})
+    served = sum(  # everything the episode served and a later turn described
+        len({round(x, 2) for x in p.timestamps})
+        + (p.action_type in ("get_audio", "get_clip") and world.has_audio and not p.error)
+        for p in traj.turns[:-1]
+        if not p.error and p.action_type in ("get_frames", "get_audio", "get_clip")
+    )
+    sentence = f"Frame {frames[0]:.2f}s: "
+    truth = ", ".join(i.phrase() for i in world.frame(frames[0]))
+    exact = " ".join(
+        f"Frame {t:.2f}s: " + ", ".join(i.phrase() for i in world.frame(t)) + "." for t in frames
+    )
+    assert reading_rate(traj.media, _with(traj, k, exact)) == 1.0  # per-frame sentences read as well as runs
+    others = exact.split(". ", 1)[1] if len(frames) > 1 else ""
+    shown = world.frame(frames[0])
+    background = next(i.phrase() for i in shown if i.kind == "background")
+    wrong = [f"{sentence}{truth}, the digit 7, the digit 8."]  # items that are not there
+    if len(shown) > 1:
+        wrong.append(f"{sentence}{background}.")  # what else was on screen, left out
+    for first in wrong:
+        misread = reading_rate(traj.media, _with(traj, k, f"{first} {others}".strip()))
+        assert misread == pytest.approx(1 - 1 / served)  # that one frame, and only it, is lost
+    assert reading_rate(traj.media, _with(traj, k, "none")) == pytest.approx(1 - len(frames) / served)
+
+
+def test_media_without_a_ground_truth_earn_no_reading_credit(
+    video_path: Path, teacher_trajs: list[Trajectory]
+) -> None:
+    turns = teacher_trajs[0].turns
+    assert (
+        reading_rate(str(video_path), turns) is None
+    )  # a real video: nothing to check the Observations against
+    assert reading_rate(teacher_trajs[0].media, turns[:1]) is None  # nothing served before a later turn
+    credit = RewardConfig(evidence_gate=True, evidence_bonus=0.2, reading_credit=0.5)
+    assert shaped_reward(1.0, 0, True, credit, True, 0.5) == pytest.approx(1.45)
+    assert shaped_reward(0.0, 0, True, credit, False, 1.0) == pytest.approx(0.5)  # the gate does not stop it
+    assert shaped_reward(1.0, 0, True, credit, None, None) == 1.0
+    assert shaped_reward(1.0, 0, True, RewardConfig(), True, 1.0) == 1.0  # off by default

@@ -255,6 +255,26 @@ def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
     assert shaped == pytest.approx(expected)
 
 
+def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly(
+    oracle_turns, train_tasks: Path, random_dir: Path
+) -> None:
+    _, encoder, task, _, _ = oracle_turns
+    cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+                          "actor_rollout_ref.rollout.n=1", "env.turns.min=6", "env.turns.max=6",
+                          "env.reward.reading_credit=0.5"])  # fmt: skip
+    args = Args.from_config(cfg)
+    assert args.fingerprint()["env"]["reward"]["reading_credit"] == 0.5  # a resumed run keeps its shaping
+    # the perceiving teacher describes every percept exactly; the oracle looks and answers without describing
+    teacher = make_policy("synth_teacher", seed=0)
+    (traj,), rows = play_group(teacher, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
+    assert traj.meta["reading"] == 1.0
+    assert traj.meta["shaped_reward"] == pytest.approx((traj.reward or 0.0) + 0.5)
+    assert all(r.reward == traj.meta["shaped_reward"] for r in rows)
+    oracle = make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2)
+    (traj,), _ = play_group(oracle, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
+    assert traj.meta["reading"] == 0.0 and traj.meta["shaped_reward"] == traj.reward == 1.0
+
+
 class FlakyOracle(OraclePolicy):
     """Answers right, except on every other episode of the tasks whose question is in ``flaky``: their groups
     of two disagree, the others' are flat."""
