@@ -22,6 +22,7 @@ from typing import Any
 
 from omniagent.backends.synth_world import SynthWorld, parse_observation
 from omniagent.trajectory import load_trajectories
+from rl.reward import reading_rate
 
 VISUAL = ("get_frames", "get_clip")
 
@@ -31,18 +32,23 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
     follow a served visual percept (a frame claim names its first frame's time); and, the other
     way round, how many served frames the Observation names at their served time (``frames_named``)
     and how many served frames that show an event it reports an event of that kind on
-    (``event_recall``)."""
+    (``event_recall``); and ``reading``, the mean per episode of the share of served frames and audio spans
+    its Observations described exactly (:func:`rl.reward.reading_rate`, what ``env.reward.reading_credit`` pays)."""
     hue = [0, 0]  # claims, true
     event = [0, 0]
     served = [0, 0]  # frames served, named at their time
     recall = [0, 0]  # served frames showing an event, reported
     turns = 0
     worlds: dict[str, SynthWorld] = {}  # a run has many tasks per video: read each sidecar once
+    readings: list[float] = []  # per episode: the share of what was served that it described exactly
     for traj in load_trajectories(Path(run_dir) / "trajectories.jsonl"):
         media = Path(traj.media)
+        truth = str(Path(world_dir) / media.name if world_dir else media)
         if traj.media not in worlds:
-            worlds[traj.media] = SynthWorld.for_media(Path(world_dir) / media.name if world_dir else media)
+            worlds[traj.media] = SynthWorld.for_media(truth)
         world = worlds[traj.media]
+        if (rate := reading_rate(truth, traj.turns)) is not None:
+            readings.append(rate)
         for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
             if prev.error or prev.action_type not in VISUAL or not turn.observation:
                 continue
@@ -75,6 +81,8 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
         "frames_named": _rate(served),
         "event_frames": recall[0],
         "event_recall": _rate(recall),
+        "episodes_read": len(readings),
+        "reading": round(sum(readings) / len(readings), 3) if readings else None,
     }
 
 

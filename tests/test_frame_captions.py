@@ -202,6 +202,7 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     assert honest["event_true"] in (None, 1.0)
     assert honest["frames_served"] >= 2 and honest["frames_named"] == 1.0  # every served frame, at its time
     assert honest["event_frames"] >= 1 and honest["event_recall"] == 1.0  # the fixture zooms in on events
+    assert honest["episodes_read"] >= 1 and honest["reading"] == 1.0  # the teacher describes exactly
 
     hues = ("red", "green", "blue", "yellow", "cyan", "magenta")
     lines = []
@@ -221,6 +222,8 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     assert wrong["hue_claims"] == honest["hue_claims"] and wrong["hue_true"] == 0.0
     assert wrong["event_claims"] >= wrong["hue_claims"] and wrong["event_true"] < 0.5
     assert wrong["frames_named"] == 1.0 and wrong["event_recall"] == 1.0  # the right times and events, still
+    assert wrong["episodes_read"] == honest["episodes_read"]
+    assert wrong["reading"] < 0.1  # no frame is read exactly now (only sounds described as served still are)
 
     silent = [json.loads(line) for line in lines]
     for row in silent:
@@ -230,6 +233,7 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     mute = claim_accuracy(tmp_path, world_dir=teacher_run)
     assert mute["frames_served"] == honest["frames_served"] and mute["frames_named"] == 0.0
     assert mute["event_recall"] == 0.0 and mute["hue_claims"] == 0 and mute["hue_true"] is None
+    assert mute["reading"] == 0.0
     assert main([str(teacher_run)]) == 0
 
 
