@@ -36,6 +36,9 @@ TASK_TYPES: tuple[str, ...] = ("mcq", "tr", "num", "size", "ff")
 LETTERS = string.ascii_uppercase
 
 __all__ = [
+    "ROTATION_MARK",
+    "circular_tasks",
+    "rotation_base",
     "LETTERS",
     "TASK_TYPES",
     "Task",
@@ -241,3 +244,30 @@ def save_tasks_jsonl(tasks: Iterable[Task], path: str | os.PathLike[str]) -> Pat
         seen[task.id] = i
     write_jsonl(path, (task.model_dump(mode="json") for task in tasks))  # the lines of Task.to_json
     return path
+
+
+ROTATION_MARK = "#rot"  # a rotated copy's id: the task's id, this mark, and the rotation (1 .. n-1)
+
+
+def circular_tasks(tasks: Iterable[Task]) -> list[Task]:
+    """Every multiple-choice task once per circular shift of its choices, so that each option appears under
+    each letter once (MMBench's CircularEval); other tasks once. Rotation 0 keeps the task's own id; rotation k
+    is ``ID#rotK``. Why: a held-out set keeps each question's options in one order, so a policy that drifted to
+    one letter scores on whichever questions have that letter as their answer; over all rotations it cannot
+    (``compare_runs --circular`` counts a question right only when every rotation of it is)."""
+    out: list[Task] = []
+    for task in tasks:
+        n = len(task.choices or []) if task.task_type == "mcq" else 0
+        out.append(task)
+        for k in range(1, n):
+            order = [(i + k) % n for i in range(n)]
+            out.append(
+                task.with_choices_in_order(order).model_copy(update={"id": f"{task.id}{ROTATION_MARK}{k}"})
+            )
+    return out
+
+
+def rotation_base(task_id: str) -> str:
+    """The original task's id of a rotated copy (:func:`circular_tasks`); other ids unchanged."""
+    base, mark, k = str(task_id).rpartition(ROTATION_MARK)
+    return base if mark and k.isdigit() else str(task_id)

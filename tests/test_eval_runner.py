@@ -19,7 +19,9 @@ from testkit import free_port
 
 from envs.jsonl import read_jsonl
 from envs.messages import Message
-from envs.tasks import Task
+from envs.scoring import letters
+from envs.tasks import Task, circular_tasks, letter_index, rotation_base
+from omniagent.eval.compare import circular_rows, compare_main, load_run
 from omniagent.eval.config import EvalConfig, FrozenPresetError, check_decoding, check_frozen
 from omniagent.eval.judges import JudgeError, OpenAIJudge, make_judge
 from omniagent.eval.overlap import OverlapError
@@ -361,6 +363,45 @@ def test_eval_config_runs_and_writes_the_summary(tasks: list[Task], synth_dir: P
     ]  # fmt: skip
     p = run_from_config(compose(ov2), overrides=ov2)
     assert p["run"]["passive_num_frames"] == 8 and p["frames_used"]["mean"] == 8
+
+
+def test_circular_eval_scores_a_question_only_when_every_rotation_is_right(
+    tasks: list[Task], synth_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mcq = [t for t in tasks if t.task_type == "mcq"]
+    assert mcq and all(len(t.choices or []) >= 2 for t in mcq)
+    rotated = circular_tasks(tasks)
+    assert len(rotated) == len(tasks) + sum(len(t.choices or []) - 1 for t in mcq)
+    for task in mcq:  # each option under each letter once, the answer letter following its option
+        copies = [r for r in rotated if rotation_base(r.id) == task.id]
+        assert [c.id for c in copies][:2] == [task.id, f"{task.id}#rot1"] and len(copies) == len(
+            task.choices or []
+        )
+        assert {c.choices[0] for c in copies} == set(task.choices or [])
+        right = (task.choices or [])[letter_index(str(task.answer))]
+        assert all(c.choices[letter_index(str(c.answer))] == right for c in copies)
+        assert {c.answer for c in copies} == set(letters(len(copies)))
+    assert rotation_base("a#rotx") == "a#rotx" and rotation_base("q#rot12") == "q"
+
+    runs = {}
+    for name in ("uniform", "oracle"):  # uniform always answers A; the oracle reads the answer
+        out = tmp_path / name
+        ov = [*synth_overrides(synth_dir, out), f"policy.name={name}", "circular=true", "limit=null",
+              "benchmark.task_types=[mcq]"]  # fmt: skip
+        summary = run_from_config(compose(ov), overrides=ov)
+        assert summary["n"] == sum(len(t.choices or []) for t in mcq)  # every rotation is a row
+        runs[name] = out
+    plain, _ = load_run(str(runs["uniform"]))
+    assert plain["score"]["mean"] == pytest.approx(sum(1 / len(t.choices or []) for t in mcq) / len(mcq))
+    circ, rows = load_run(str(runs["uniform"]), circular=True)
+    assert rows is not None and sorted(r["id"] for r in rows) == sorted(t.id for t in mcq)
+    assert circ["score"]["mean"] == 0.0  # one letter is right in one rotation of each, never in all
+    assert load_run(str(runs["oracle"]), circular=True)[0]["score"]["mean"] == 1.0
+    raw = load_rows(runs["oracle"] / "results.jsonl")
+    raw[1]["reward"] = None  # one rotation unscored: its question has no circular score
+    assert len(circular_rows(raw)) == len(mcq) - 1
+    assert compare_main([str(runs["oracle"]), str(runs["uniform"]), "--circular"]) == 0
+    assert "oracle - uniform: 1.000" in capsys.readouterr().out  # over whole questions
 
 
 def test_frozen_presets_refuse_overrides(synth_dir: Path, tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """Summarise one eval run, or compare two with a paired bootstrap over their shared task ids.
 
 ``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``; ``A1+A2``
-pools runs, ``--average`` makes each task the mean of its runs, :func:`load_run`). A run
+pools runs, ``--average`` makes each task the mean of its runs, :func:`load_run`; ``--circular`` scores each
+question of a ``circular=true`` run over all rotations of its choices, :func:`circular_rows`). A run
 is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
 bins, bootstrap seed and resample count, read from its summary.json or run.json) or a summary.json
 (then two runs can only be compared by whether their intervals overlap).
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from envs.tasks import rotation_base
 from omniagent.eval.results import load_rows
 from omniagent.eval.summary import (
     DEFAULT_DURATION_BINS,
@@ -67,8 +69,30 @@ def average_by_task(parts: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return out
 
 
+def circular_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per question of a ``circular=true`` run: a multiple-choice question scores 1 only when every
+    rotation of its choices was answered right (MMBench's CircularEval), so a policy that always names one
+    letter scores 0 however often that letter is right in the set's own order; :data:`AVERAGED` counts other
+    than the score are the mean over rotations. A question with an unscored or failed rotation is left out."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_id.setdefault(rotation_base(str(row["id"])), []).append(row)
+    out = []
+    for base, group in by_id.items():
+        if any(r.get("reward") is None or not scorable(r) for r in group):
+            continue
+        mean = {k: sum(float(r.get(k) or 0) for r in group) / len(group) for k in AVERAGED if k != "reward"}
+        first = next((r for r in group if str(r["id"]) == base), group[0])
+        out.append(dict(first, **mean, id=base, reward=float(min(float(r["reward"]) for r in group))))
+    return out
+
+
 def load_run(
-    path: str, n_boot: int | None = None, seed: int | None = None, average: bool = False
+    path: str,
+    n_boot: int | None = None,
+    seed: int | None = None,
+    average: bool = False,
+    circular: bool = False,
 ) -> tuple[dict, list[dict] | None]:
     """(summary, rows) of a run folder or results.jsonl; rows is None for a bare summary.json.
 
@@ -77,7 +101,7 @@ def load_run(
     ``average`` the parts are runs on the same tasks (say three training seeds) and each task gets the
     mean of its parts' rows (:func:`average_by_task`), so ``A1+A2+A3`` pairs with a single run ``B``."""
     if "+" in str(path) and not Path(path).exists():
-        parts = [load_run(part, n_boot, seed) for part in str(path).split("+")]
+        parts = [load_run(part, n_boot, seed, circular=circular) for part in str(path).split("+")]
         if any(rows is None for _, rows in parts):
             raise SystemExit(f"{path}: pooled runs need their results.jsonl")
         if average:
@@ -98,6 +122,8 @@ def load_run(
     settings = run_settings(folder)
     settings.update({k: v for k, v in (("n_boot", n_boot), ("seed", seed)) if v is not None})
     rows = load_rows(rows_path)
+    if circular:
+        rows = circular_rows(rows)
     name = folder.name
     return summarize(rows, name=name, **settings), rows
 
@@ -114,10 +140,15 @@ def compare_main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="A1+A2 are runs on the same tasks (training seeds): each task scores the mean of its runs",
     )
+    ap.add_argument(
+        "--circular",
+        action="store_true",
+        help="runs made with circular=true: a question scores only when every rotation of its choices is right",
+    )
     args = ap.parse_args(argv)
     if len(args.runs) > 2:
         ap.error("give one run to summarise or two to compare")
-    loaded = [load_run(r, args.n_boot, args.seed, args.average) for r in args.runs]
+    loaded = [load_run(r, args.n_boot, args.seed, args.average, args.circular) for r in args.runs]
     for summary, _ in loaded:
         print_eval_summary(summary)
     if len(loaded) == 2:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import write_jsonl
-from envs.tasks import Task
+from envs.tasks import Task, circular_tasks
 from omniagent.eval.config import (
     EvalConfig,
     check_decoding,
@@ -109,6 +109,8 @@ def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any =
         if og.get("fail_on") is not None:  # else the guard's own default kinds
             options["fail_on"] = tuple(to_plain(og.fail_on))
         guard(train_tasks(og["train_set"]), tasks, printer=console.print if console else print, **options)
+    if cfg.get("circular"):  # every multiple-choice question under each rotation of its choices
+        tasks = circular_tasks(tasks)
     # the judge is checked (and must be up) only when there is something for it to score
     judge = make_judge(judge_config(cfg)) if any(t.task_type == "ff" for t in tasks) else None
     ecfg = eval_config_from(cfg)
