@@ -54,7 +54,8 @@ def read_curve(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 def training_summary(run_dir: Path) -> dict[str, float]:
     """Mean training reward of the first and the second half of the iterations (and, for runs logged since they
-    exist, the environment's score before shaping and the share of episodes that touched the evidence), the
+    exist, the environment's score before shaping, the share of episodes that touched the evidence and the share
+    of served frames and audio the Observations read exactly, ``reading``), the
     largest approx. KL of an update, the run's seconds (the sums of ``metrics.csv``'s columns), how many updates
     ``local.target_kl`` stopped early (runs logged since it exists) and, for runs logged since they exist, the
     groups played, how many of them were flat and the task batches drawn (``algorithm.filter_groups`` plays
@@ -70,7 +71,7 @@ def training_summary(run_dir: Path) -> dict[str, float]:
         }
 
     out = halves("reward", "reward_mean")
-    for name, column in (("score", "score_mean"), ("evidence_seen", "evidence_seen")):
+    for name, column in (("score", "score_mean"), ("evidence_seen", "evidence_seen"), ("reading", "reading")):
         if rows and all(r.get(column) for r in rows):  # runs logged before these columns existed have none
             out |= halves(name, column)
     if rows and rows[0].get("approx_kl") is not None:

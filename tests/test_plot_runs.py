@@ -118,6 +118,12 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
     )  # fmt: skip
     assert (summary["reward_second_half"], summary["score_second_half"]) == (0.5, 0.75)
     assert "groups_played" not in summary  # a run logged before the group columns existed
+    assert "reading_first_half" not in summary  # nor the reading column
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds,reading\n1,0.1,0.002,10,0.25\n2,0.3,0.004,20,0.5\n"
+    )  # runs logged since the local trainer scores each Observation against its percept
+    summary = training_summary(run)
+    assert (summary["reading_first_half"], summary["reading_second_half"]) == (0.25, 0.5)
     (run / "metrics.csv").write_text(
         "iteration,reward_mean,approx_kl,seconds,groups_played,groups_flat,gen_batches\n"
         "1,0.1,0.002,10,8,0,1\n2,0.3,0.004,20,14,6,2\n"
