@@ -28,9 +28,9 @@ looked at anything it gives the group something to rank by. Media without a grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from omniagent.backends.synth_world import (
     Item,
@@ -39,6 +39,7 @@ from omniagent.backends.synth_world import (
     parse_observation,
     percept_from_record,
 )
+from omniagent.trajectory import TurnRecord
 from rl.audit_rules import item_ok, sound_ok
 
 PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
@@ -108,18 +109,10 @@ def shaped_reward(
 # ---------------------------------------------------------------------------------------- exact readings
 
 
-class ReadTurn(Protocol):
-    """What :func:`reading_rate` reads of a turn (:class:`omniagent.trajectory.TurnRecord` has it)."""
-
-    observation: str | None
-    action: dict[str, Any] | None
-    timestamps: list[float]
-    error: str | None
-
-
 @dataclass
 class TurnText:
-    """A turn as the verl agent loop sees it (the environment's ``info``), for :func:`reading_rate`."""
+    """A turn as the verl agent loop sees it (the environment's ``info``), for :func:`reading_rate`: the fields it
+    reads of a :class:`omniagent.trajectory.TurnRecord`, which the local trainer passes instead."""
 
     observation: str | None
     action: dict[str, Any] | None
@@ -127,12 +120,12 @@ class TurnText:
     error: str | None
 
 
-def _same_items(claimed: list[Item], truth: list[Item], ok: Any) -> bool:
+def _same_items(claimed: list[Item], truth: list[Item], ok: Callable[[Item, list[Item]], bool]) -> bool:
     """Every claimed item is in ``truth`` and every true item was claimed (``ok``: the matching test)."""
     return all(ok(i, truth) for i in claimed) and all(ok(t, claimed) for t in truth)
 
 
-def reading_rate(media: str, turns: Sequence[ReadTurn]) -> float | None:
+def reading_rate(media: str, turns: Sequence[TurnText] | Sequence[TurnRecord]) -> float | None:
     """The share of what was served that the next turn's Observation described exactly.
 
     Each distinct served frame counts once: read when a frame sentence covering its time names exactly what the
