@@ -61,7 +61,15 @@ from envs.tasks import Task
 from omniagent.backends.convert import build_model_inputs
 from omniagent.backends.vllm_backend import build_vllm_request
 from rl.media_tokens import omni_media_token_ids
-from rl.reward import RewardConfig, TurnText, percept_spans, reading_rate, shaped_reward, touches_evidence
+from rl.reward import (
+    ReadingScope,
+    RewardConfig,
+    TurnText,
+    percept_spans,
+    reading_rate,
+    shaped_reward,
+    touches_evidence,
+)
 from rl.rl_dataset import task_from_extra_info
 from rl.turn_budget import TurnBudgetConfig, turn_budget
 
@@ -229,10 +237,9 @@ class EpisodeTally:
         """Whether a percept touched the evidence (True for a task without evidence: nothing to gate)."""
         return not self.evidence or touches_evidence(self.spans, self.evidence)
 
-    @property
-    def reading(self) -> float | None:
-        """The share of served frames and audio the Observations read exactly (None: no ground truth)."""
-        return reading_rate(self.media, self.turns) if self.media else None
+    def reading(self, scope: ReadingScope = "all") -> float | None:
+        """The share of served frames and audio (in ``scope``) the Observations read exactly (None: no ground truth)."""
+        return reading_rate(self.media, self.turns, scope) if self.media else None
 
 
 # ------------------------------------------------------------------ the agent loop
@@ -392,9 +399,12 @@ class OmniAgentLoop(AgentLoopBase):
     def _finish(self, outputs: list[AgentLoopOutput], tally: EpisodeTally) -> list[AgentLoopOutput]:
         """The episode's shaped reward and outcome on every turn's row."""
         seen = tally.evidence_seen if tally.evidence else None  # None: no evidence to test
-        reading = tally.reading if self.settings.reward.reading_credit else None  # synthetic media only
+        reward_cfg = self.settings.reward
+        reading = (
+            tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
+        )  # synthetic only
         final = shaped_reward(
-            tally.env_reward, tally.format_errors, tally.answered, self.settings.reward, seen, reading
+            tally.env_reward, tally.format_errors, tally.answered, reward_cfg, seen, reading
         )
         reward_info = {
             "acc": tally.env_reward,

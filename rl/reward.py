@@ -24,13 +24,17 @@ episode earns the credit times the share of served frames and audio spans it des
 questions that name their time (every width question) a look there passes the gate whatever the answer came from,
 so the gate pays a prior (README, batch 6); an exact reading cannot come from a prior, and on every episode that
 looked at anything it gives the group something to rank by. Media without a ground truth earn no credit.
+``reading_scope: events`` counts only frames that show something besides the background and audio spans that hold a
+sound. Why: in batch 7 (README) the credit was earned on empty frames, read exactly 64% of the time against 20% for
+frames with an event on them, and the policies learned to serve many empty frames (2,062 in the first eight
+iterations, 6,763 in the last eight) rather than to read the events the questions are about.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 from omniagent.backends.synth_world import (
     Item,
@@ -45,6 +49,7 @@ from rl.audit_rules import item_ok, sound_ok
 PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
 
 Span = tuple[float, float]
+ReadingScope = Literal["all", "events"]
 
 
 @dataclass
@@ -56,6 +61,16 @@ class RewardConfig:
     evidence_gate: bool = False  # true: the score counts only if a served percept touched the task's evidence
     evidence_bonus: float = 0.0  # added when a served percept touched the evidence, whatever the answer
     reading_credit: float = 0.0  # added times the share of served frames/audio the Observations read exactly
+    reading_scope: ReadingScope = (
+        "all"  # what the share counts: every served frame and audio span, or "events":
+    )
+    # only frames showing something besides the background and audio spans holding a sound
+
+    def __post_init__(self) -> None:
+        if self.reading_scope not in get_args(ReadingScope):
+            raise ValueError(
+                f"env.reward.reading_scope must be one of {get_args(ReadingScope)}, not {self.reading_scope!r}"
+            )
 
 
 def percept_spans(
@@ -125,14 +140,17 @@ def _same_items(claimed: list[Item], truth: list[Item], ok: Callable[[Item, list
     return all(ok(i, truth) for i in claimed) and all(ok(t, claimed) for t in truth)
 
 
-def reading_rate(media: str, turns: Sequence[TurnText] | Sequence[TurnRecord]) -> float | None:
+def reading_rate(
+    media: str, turns: Sequence[TurnText] | Sequence[TurnRecord], scope: ReadingScope = "all"
+) -> float | None:
     """The share of what was served that the next turn's Observation described exactly.
 
     Each distinct served frame counts once: read when a frame sentence covering its time names exactly what the
     frame shows (nothing missing, nothing extra; shape widths within the audit's tolerance). Each served audio
     span (an audio look, a clip's sound) counts once: read when an audio sentence with that span names exactly
     its sounds ("only the background hum" when there are none). A percept whose turn was the last one has no
-    Observation and does not count. None when ``media`` has no synthetic ground truth or nothing was served."""
+    Observation and does not count. ``scope="events"`` leaves out frames that show only the background and audio
+    spans without a sound. None when ``media`` has no synthetic ground truth or nothing (in scope) was served."""
     try:
         world = SynthWorld.for_media(media)
     except WorldError:
@@ -145,16 +163,19 @@ def reading_rate(media: str, turns: Sequence[TurnText] | Sequence[TurnRecord]) -
         span = percept.span if world.has_audio else None
         claims = parse_observation(turn.observation or "")
         for t in sorted({round(float(x), 2) for x in percept.times}):
+            shown = world.frame(t)
+            if scope == "events" and all(i.kind == "background" for i in shown):
+                continue
             served += 1
             read += any(
                 c.kind == "frames"
                 and c.first - 1e-6 <= t <= c.last + 1e-6
-                and _same_items(c.items, world.frame(t), item_ok)
+                and _same_items(c.items, shown, item_ok)
                 for c in claims
             )
-        if span is not None:
+        truth = world.sounds(*span) if span is not None else []
+        if span is not None and (truth or scope == "all"):
             served += 1
-            truth = world.sounds(*span)
             read += any(
                 c.kind == "audio"
                 and abs(c.first - span[0]) <= 0.011

@@ -160,7 +160,13 @@ class Args:
         if self.filter_metric is None:  # likewise (fields added later)
             keep.pop("filter_metric"), keep.pop("max_gen_batches")
         reward = keep["env"].get("reward", {})
-        for key, default in (("evidence_gate", False), ("evidence_bonus", 0.0), ("reading_credit", 0.0)):
+        defaults = (
+            ("evidence_gate", False),
+            ("evidence_bonus", 0.0),
+            ("reading_credit", 0.0),
+            ("reading_scope", "all"),
+        )
+        for key, default in defaults:
             if key in reward and reward[key] == default:
                 reward.pop(key)
         return json.loads(json.dumps(keep))
@@ -205,7 +211,9 @@ def play_group(
         )
         errors = sum(1 for t in traj.turns if t.error)
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
-        reading = reading_rate(task.media, traj.turns)  # None: media without ground truth, or nothing seen
+        reading = reading_rate(
+            task.media, traj.turns, shaping.reading_scope
+        )  # None: no ground truth, or nothing seen
         reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
         traj.meta["reading"] = reading

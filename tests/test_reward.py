@@ -158,6 +158,44 @@ def test_a_missing_or_invented_item_or_no_description_loses_what_it_misread(
     assert reading_rate(traj.media, _with(traj, k, "none")) == pytest.approx(1 - len(frames) / served)
 
 
+def test_the_events_scope_counts_only_frames_and_sounds_with_something_to_read(
+    teacher_trajs: list[Trajectory],
+) -> None:
+    """``reading_scope: events``: an Observation that leaves out an empty frame (or says nothing of a silent span)
+    loses nothing, one that misreads an event frame still loses it; the teacher still reads everything."""
+    rates = [reading_rate(t.media, t.turns, "events") for t in teacher_trajs]
+    assert [r for r in rates if r is not None] and all(r in (None, 1.0) for r in rates)
+    worlds = {t.media: SynthWorld.for_media(t.media) for t in teacher_trajs}
+
+    def frames_of(traj: Trajectory, k: int) -> list[float]:
+        return sorted({round(x, 2) for x in traj.turns[k - 1].timestamps})
+
+    def empty(traj: Trajectory, t: float) -> bool:
+        return all(i.kind == "background" for i in worlds[traj.media].frame(t))
+
+    traj, k = next(  # a frame look that served both an empty frame and a frame with an event
+        (t, k)
+        for t in teacher_trajs
+        for k in range(1, len(t.turns))
+        if t.turns[k - 1].action_type == "get_frames"
+        and not t.turns[k - 1].error
+        and {empty(t, x) for x in frames_of(t, k)} == {True, False}
+    )
+    world = worlds[traj.media]
+    events = [t for t in frames_of(traj, k) if not empty(traj, t)]
+    only_events = " ".join(
+        f"Frame {t:.2f}s: " + ", ".join(i.phrase() for i in world.frame(t)) + "." for t in events
+    )
+    assert reading_rate(traj.media, _with(traj, k, only_events), "events") == 1.0
+    assert (
+        reading_rate(traj.media, _with(traj, k, only_events)) < 1.0
+    )  # "all" counts the empty frames left out
+    without_first = ". ".join(only_events.split(". ")[1:]) if len(events) > 1 else "none"
+    assert reading_rate(traj.media, _with(traj, k, without_first), "events") < 1.0  # an event frame left out
+    with pytest.raises(ValueError, match="reading_scope"):
+        RewardConfig(reading_scope="frames")  # type: ignore[arg-type]
+
+
 def test_media_without_a_ground_truth_earn_no_reading_credit(
     video_path: Path, teacher_trajs: list[Trajectory]
 ) -> None:

@@ -259,10 +259,10 @@ def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly
     oracle_turns, train_tasks: Path, random_dir: Path
 ) -> None:
     _, encoder, task, _, _ = oracle_turns
-    cfg = compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
-                          "actor_rollout_ref.rollout.n=1", "env.turns.min=6", "env.turns.max=6",
-                          "env.reward.reading_credit=0.5"])  # fmt: skip
-    args = Args.from_config(cfg)
+    cfg_overrides = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+                     "actor_rollout_ref.rollout.n=1", "env.turns.min=6", "env.turns.max=6",
+                     "env.reward.reading_credit=0.5"]  # fmt: skip
+    args = Args.from_config(compose_config(cfg_overrides))
     assert args.fingerprint()["env"]["reward"]["reading_credit"] == 0.5  # a resumed run keeps its shaping
     # the perceiving teacher describes every percept exactly; the oracle looks and answers without describing
     teacher = make_policy("synth_teacher", seed=0)
@@ -273,6 +273,15 @@ def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly
     oracle = make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2)
     (traj,), _ = play_group(oracle, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
     assert traj.meta["reading"] == 0.0 and traj.meta["shaped_reward"] == traj.reward == 1.0
+    # reading_scope=events counts only frames with an event (the evidence frames the oracle fetched have one)
+    events = Args.from_config(compose_config([*cfg_overrides, "env.reward.reading_scope=events"]))
+    assert events.fingerprint()["env"]["reward"]["reading_scope"] == "events"
+    # runs saved before the key still resume
+    assert "reading_scope" not in args.fingerprint()["env"]["reward"]
+    (traj,), _ = play_group(oracle, encoder, OmniVideoEnv(), task, events, group=0, seed=0)
+    assert traj.meta["reading"] == 0.0 and traj.meta["shaped_reward"] == 1.0
+    (traj,), _ = play_group(teacher, encoder, OmniVideoEnv(), task, events, group=0, seed=0)
+    assert traj.meta["reading"] == 1.0
 
 
 class FlakyOracle(OraclePolicy):
