@@ -33,7 +33,9 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
     way round, how many served frames the Observation names at their served time (``frames_named``)
     and how many served frames that show an event it reports an event of that kind on
     (``event_recall``); and ``reading``, the mean per episode of the share of served frames and audio spans
-    its Observations described exactly (:func:`rl.reward.reading_rate`, what ``env.reward.reading_credit`` pays)."""
+    its Observations described exactly (:func:`rl.reward.reading_rate`, what ``env.reward.reading_credit`` pays),
+    and ``reading_events``, the same over frames with an event and audio spans with a sound only
+    (``env.reward.reading_scope: events``)."""
     hue = [0, 0]  # claims, true
     event = [0, 0]
     served = [0, 0]  # frames served, named at their time
@@ -41,6 +43,7 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
     turns = 0
     worlds: dict[str, SynthWorld] = {}  # a run has many tasks per video: read each sidecar once
     readings: list[float] = []  # per episode: the share of what was served that it described exactly
+    events_read: list[float] = []  # the same, counting only frames with an event and spans with a sound
     for traj in load_trajectories(Path(run_dir) / "trajectories.jsonl"):
         media = Path(traj.media)
         truth = str(Path(world_dir) / media.name if world_dir else media)
@@ -49,6 +52,8 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
         world = worlds[traj.media]
         if (rate := reading_rate(truth, traj.turns)) is not None:
             readings.append(rate)
+        if (rate := reading_rate(truth, traj.turns, "events")) is not None:
+            events_read.append(rate)
         for prev, turn in zip(traj.turns, traj.turns[1:], strict=False):
             if prev.error or prev.action_type not in VISUAL or not turn.observation:
                 continue
@@ -83,6 +88,8 @@ def claim_accuracy(run_dir: str | Path, world_dir: str | Path | None = None) -> 
         "event_recall": _rate(recall),
         "episodes_read": len(readings),
         "reading": round(sum(readings) / len(readings), 3) if readings else None,
+        "episodes_read_events": len(events_read),
+        "reading_events": round(sum(events_read) / len(events_read), 3) if events_read else None,
     }
 
 

@@ -203,6 +203,7 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     assert honest["frames_served"] >= 2 and honest["frames_named"] == 1.0  # every served frame, at its time
     assert honest["event_frames"] >= 1 and honest["event_recall"] == 1.0  # the fixture zooms in on events
     assert honest["episodes_read"] >= 1 and honest["reading"] == 1.0  # the teacher describes exactly
+    assert 1 <= honest["episodes_read_events"] <= honest["episodes_read"] and honest["reading_events"] == 1.0
 
     hues = ("red", "green", "blue", "yellow", "cyan", "magenta")
     lines = []
@@ -224,6 +225,7 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     assert wrong["frames_named"] == 1.0 and wrong["event_recall"] == 1.0  # the right times and events, still
     assert wrong["episodes_read"] == honest["episodes_read"]
     assert wrong["reading"] < 0.1  # no frame is read exactly now (only sounds described as served still are)
+    assert wrong["reading_events"] < 0.1
 
     silent = [json.loads(line) for line in lines]
     for row in silent:
@@ -233,7 +235,7 @@ def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path,
     mute = claim_accuracy(tmp_path, world_dir=teacher_run)
     assert mute["frames_served"] == honest["frames_served"] and mute["frames_named"] == 0.0
     assert mute["event_recall"] == 0.0 and mute["hue_claims"] == 0 and mute["hue_true"] is None
-    assert mute["reading"] == 0.0
+    assert mute["reading"] == 0.0 and mute["reading_events"] == 0.0
     assert main([str(teacher_run)]) == 0
 
 
