@@ -400,9 +400,8 @@ class OmniAgentLoop(AgentLoopBase):
         """The episode's shaped reward and outcome on every turn's row."""
         seen = tally.evidence_seen if tally.evidence else None  # None: no evidence to test
         reward_cfg = self.settings.reward
-        reading = (
-            tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
-        )  # synthetic only
+        # the reading credit: synthetic media only, and only computed when it is paid
+        reading = tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
         final = shaped_reward(
             tally.env_reward, tally.format_errors, tally.answered, reward_cfg, seen, reading
         )

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from omniagent.backends.synth_world import SynthWorld, WorldError
-from rl.reward import TurnText, reading_rate
+from rl.reward import TurnText, reading_rate, shows_event
 
 LENGTHS = ((1, 2, "1-2"), (3, 5, "3-5"), (6, 10**9, "6+"))  # episode turns, inclusive bounds
 
@@ -53,7 +53,7 @@ def frames_read(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if (prev.action or {}).get("type") != "get_frames" or prev.error:
                 continue
             for t in sorted({round(float(x), 2) for x in prev.timestamps}):
-                content = "empty" if all(i.kind == "background" for i in world.frame(t)) else "event"
+                content = "event" if shows_event(world.frame(t)) else "empty"
                 read = (
                     reading_rate(row["media"], [TurnText(prev.observation, prev.action, [t], None), nxt])
                     or 0.0
@@ -69,9 +69,8 @@ def centred_by_length(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any
     groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:  # a group: one task's episodes in one iteration (episode ids are g<group>-<i>)
         groups[int(row["meta"]["iteration"]), row["id"].split("-")[0]].append(row)
-    sums: dict[str, list[float]] = defaultdict(
-        lambda: [0.0, 0.0, 0.0, 0.0]
-    )  # episodes, shaped, score, reading
+    # per length label: episodes, then the sums of centred shaped reward, score and reading share
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for group in groups.values():
         values = np.array(
             [[r["meta"]["shaped_reward"], r["reward"] or 0.0, r["meta"].get("reading") or 0.0] for r in group]

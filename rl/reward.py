@@ -61,10 +61,9 @@ class RewardConfig:
     evidence_gate: bool = False  # true: the score counts only if a served percept touched the task's evidence
     evidence_bonus: float = 0.0  # added when a served percept touched the evidence, whatever the answer
     reading_credit: float = 0.0  # added times the share of served frames/audio the Observations read exactly
-    reading_scope: ReadingScope = (
-        "all"  # what the share counts: every served frame and audio span, or "events":
-    )
-    # only frames showing something besides the background and audio spans holding a sound
+    # what that share counts: every served frame and audio span ("all"), or only frames that show an event and
+    # audio spans that hold a sound ("events")
+    reading_scope: ReadingScope = "all"
 
     def __post_init__(self) -> None:
         if self.reading_scope not in get_args(ReadingScope):
@@ -135,6 +134,11 @@ class TurnText:
     error: str | None
 
 
+def shows_event(frame: Sequence[Item]) -> bool:
+    """Whether a frame's items (:meth:`SynthWorld.frame`) hold anything besides the background."""
+    return any(i.kind != "background" for i in frame)
+
+
 def _same_items(claimed: list[Item], truth: list[Item], ok: Callable[[Item, list[Item]], bool]) -> bool:
     """Every claimed item is in ``truth`` and every true item was claimed (``ok``: the matching test)."""
     return all(ok(i, truth) for i in claimed) and all(ok(t, claimed) for t in truth)
@@ -164,7 +168,7 @@ def reading_rate(
         claims = parse_observation(turn.observation or "")
         for t in sorted({round(float(x), 2) for x in percept.times}):
             shown = world.frame(t)
-            if scope == "events" and all(i.kind == "background" for i in shown):
+            if scope == "events" and not shows_event(shown):
                 continue
             served += 1
             read += any(

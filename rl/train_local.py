@@ -211,9 +211,8 @@ def play_group(
         )
         errors = sum(1 for t in traj.turns if t.error)
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
-        reading = reading_rate(
-            task.media, traj.turns, shaping.reading_scope
-        )  # None: no ground truth, or nothing seen
+        # None: media without ground truth, or nothing (in the credit's scope) seen
+        reading = reading_rate(task.media, traj.turns, shaping.reading_scope)
         reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
         traj.meta["reading"] = reading

@@ -274,9 +274,8 @@ def test_turn_budget_reward_and_settings(cfg):
         ("none", parsed["action"], [0.0, 10.0], None),
         (None, None, [], "bad_json"),
     ]
-    assert (
-        read.reading() is None and read.reading("events") is None
-    )  # media without a synthetic ground truth earn no credit
+    # media without a synthetic ground truth earn no credit
+    assert read.reading() is None and read.reading("events") is None
 
     settings = al.EnvSettings.from_config(cfg.env)  # the composed tiny config
     assert settings.limits == EnvLimits(**cfg.env.limits) and settings.turns == al.TurnBudgetConfig(
