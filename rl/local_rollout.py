@@ -63,6 +63,8 @@ class TurnRow:
     mask: torch.Tensor = field(
         default_factory=lambda: torch.zeros(0)
     )  # (L,) 1 where position t predicts a trained token
+    # (L,) the reference (starting) model's log-probs, for actor.use_kl_loss; empty when the loss is off
+    ref_logp: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
 
 
 def model_inputs(batch: dict[str, Any], model: Any) -> dict[str, Any]:

@@ -21,7 +21,8 @@ algorithm setting from the key verl reads (see :class:`Args`). One iteration:
    turn weight (``taura.mode``: taura | grpo | ig | oracle).
 4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
    clip ``clip_ratio_c``, ``loss_agg_mode`` token-mean) over mini-batches of ``actor.ppo_mini_batch_size`` x
-   ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``.
+   ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``;
+   with ``actor.use_kl_loss``, plus ``kl_loss_coef`` x a per-token KL estimate to the starting model.
 5. **Log, eval, save.** A row of ``<run_dir>/metrics.csv``; a greedy held-out eval every ``local.eval_every``;
    a complete, loadable checkpoint folder (:func:`rl.checkpoint.save_checkpoint`) with the optimizer state every
    ``local.save_every``. Started again, the run resumes from the newest checkpoint (also after ``kill -9``):
@@ -101,12 +102,22 @@ class Args:
     entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
     score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
     norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo: false = centre rewards only (Dr.GRPO)
+    kl_coef: (
+        float  # actor_rollout_ref.actor.kl_loss_coef if .use_kl_loss, else 0: weight of the KL to the start
+    )
+    kl_type: str  # actor_rollout_ref.actor.kl_loss_type: the per-token KL estimate (KL_TYPES)
     filter_metric: str | None  # algorithm.filter_groups.metric if .enable: drop groups flat in it (DAPO)
     max_gen_batches: int  # algorithm.filter_groups.max_num_gen_batches: task batches drawn at most
     env: dict[str, Any]  # env.turns / env.limits / env.reward (as the verl agent loop reads them)
     local: dict[str, Any] = field(default_factory=dict)  # local.* (conf/rl/local/default.yaml documents each)
 
     def __post_init__(self) -> None:
+        if self.kl_type not in KL_TYPES:
+            raise ValueError(
+                f"actor_rollout_ref.actor.kl_loss_type={self.kl_type!r}: this trainer knows {sorted(KL_TYPES)}"
+            )
+        if self.kl_coef < 0:
+            raise ValueError(f"actor_rollout_ref.actor.kl_loss_coef={self.kl_coef} must be >= 0")
         if self.filter_metric is not None and self.max_gen_batches <= 0:  # verl: no limit; here: a hang
             raise ValueError(
                 "algorithm.filter_groups.enable=true needs a bound in this trainer: set "
@@ -139,6 +150,8 @@ class Args:
             entropy_eps=float(taura.entropy_eps),
             score_floor=float(taura.get("score_floor", 1.0)),
             norm_by_std=bool(cfg.algorithm.norm_adv_by_std_in_grpo),
+            kl_coef=float(actor.get("kl_loss_coef", 0.0)) if actor.get("use_kl_loss") else 0.0,
+            kl_type=str(actor.get("kl_loss_type", "low_var_kl")),
             filter_metric=str(groups.metric or "reward") if groups and groups.enable else None,
             max_gen_batches=int(groups.max_num_gen_batches) if groups else 0,
             env=OmegaConf.to_container(cfg.env, resolve=True),  # type: ignore[arg-type]
@@ -159,6 +172,8 @@ class Args:
             keep["shuffle_options"] = True
         if self.filter_metric is None:  # likewise (fields added later)
             keep.pop("filter_metric"), keep.pop("max_gen_batches")
+        if not self.kl_coef:  # likewise
+            keep.pop("kl_coef"), keep.pop("kl_type")
         reward = keep["env"].get("reward", {})
         defaults = (
             ("evidence_gate", False),
@@ -273,13 +288,17 @@ def rollout(
 # ====================================================================== 2-3. old log-probs and advantages
 
 
-def score_rows(model: Any, rows: list[TurnRow], pad_id: int) -> None:
-    """Fill each row's behaviour log-probs, entropies and (shifted) response mask, without gradients."""
+def score_rows(model: Any, rows: list[TurnRow], pad_id: int, ref_model: Any = None) -> None:
+    """Fill each row's behaviour log-probs, entropies and (shifted) response mask, without gradients; with a
+    reference model (``actor.use_kl_loss``), also its log-probs of the same tokens."""
     model.eval()
     with torch.no_grad():
         for row in rows:
-            stats = forward_stats(model, collate([row.item], pad_id))
+            batch = collate([row.item], pad_id)
+            stats = forward_stats(model, batch)
             row.old_logp, row.entropy, row.mask = (t.cpu() for t in stats)  # advantages are computed on CPU
+            if ref_model is not None:
+                row.ref_logp = forward_stats(ref_model, batch)[0].cpu()
 
 
 def advantages(rows: list[TurnRow], args: Args, turn_scores: torch.Tensor | None) -> Any:
@@ -322,6 +341,28 @@ def ppo_clip_loss(
     return loss, (loss2 > loss1).float(), -neg_kl
 
 
+# verl's kl_loss_type names of one per-token estimate of KL(policy || reference) from the sampled tokens:
+# k1 = log ratio (unbiased, can go negative), abs = its size, k2 = half its square, k3 = r - log r - 1 with
+# r = p_ref / p (unbiased, never negative, lowest variance; verl's default for GRPO).
+KL_TYPES = frozenset({"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"})
+
+
+def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token KL estimate of ``kind`` (KL_TYPES) between the policy being trained and the reference."""
+    log_ratio = logp - ref_logp
+    if kind in ("kl", "k1"):
+        return log_ratio
+    if kind == "abs":
+        return log_ratio.abs()
+    if kind in ("mse", "k2"):
+        return 0.5 * log_ratio.square()
+    if kind in ("low_var_kl", "k3"):
+        # bounded as verl bounds it, so one token the reference finds near-impossible cannot swamp the loss
+        neg = torch.clamp(-log_ratio, -20.0, 20.0)
+        return torch.clamp(torch.exp(neg) - neg - 1.0, -10.0, 10.0)
+    raise ValueError(f"kl_loss_type {kind!r}: use one of {sorted(KL_TYPES)}")
+
+
 def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int) -> dict:
     """``ppo_epochs`` passes over the rows in order, in mini-batches of ``mini_batch_rows`` turn rows (verl
     counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics.
@@ -329,11 +370,21 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
     With ``local.target_kl`` set, the update stops before the first optimizer step whose mini-batch shows the
     policy already further than that (approx. KL per token) from the one that sampled the rollouts (the
     per-mini-batch early stop of Stable-Baselines3's PPO): a step size that suits most iterations cannot run
-    away on one. Mini-batches go in row order, as verl's do, so the groups after the stop go untrained."""
+    away on one. Mini-batches go in row order, as verl's do, so the groups after the stop go untrained.
+
+    With ``actor.use_kl_loss``, each token's loss also carries ``kl_loss_coef`` times its KL estimate to the
+    reference model (verl's actor does the same): an anchor to the SFT policy for tokens, such as an
+    Observation's, whose likelihood the episode's advantage would otherwise move with answer luck."""
     params = [p for p in model.parameters() if p.requires_grad]
     size = max(1, args.mini_batch_rows)
     target_kl = args.local.get("target_kl")
-    stats: dict[str, list[float]] = {"loss": [], "clipfrac": [], "approx_kl": [], "grad_norm": []}
+    stats: dict[str, list[float]] = {
+        "loss": [],
+        "clipfrac": [],
+        "approx_kl": [],
+        "grad_norm": [],
+        "ref_kl": [],
+    }
     steps, stopped = 0, False
     model.train()
     for _ in range(args.ppo_epochs):
@@ -342,12 +393,16 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
             tokens = sum(float(rows[i].mask.sum()) for i in batch)
             seqs = sum(1 for i in batch if rows[i].mask.sum() > 0)
             opt.zero_grad(set_to_none=True)
-            total = clipfrac = kl = 0.0
+            total = clipfrac = kl = ref_kl = 0.0
             for i in batch:
                 row = rows[i]
                 logp, _, mask = forward_stats(model, collate([row.item], pad_id), with_grad=True)
                 old, row_adv = row.old_logp.to(logp.device), adv[i, : mask.shape[0]].to(logp.device)
                 loss, was_clipped, neg_log_ratio = ppo_clip_loss(logp, old, row_adv, args)
+                if args.kl_coef:
+                    to_ref = kl_to_reference(logp, row.ref_logp.to(logp.device), args.kl_type)
+                    loss = loss + args.kl_coef * to_ref
+                    ref_kl += float((to_ref.detach() * mask).sum()) / max(tokens, 1.0)
                 if args.loss_agg_mode == "token-mean":
                     row_loss = (loss * mask).sum() / max(tokens, 1.0)
                 elif args.loss_agg_mode == "seq-mean-token-mean":
@@ -367,7 +422,7 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
             grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             opt.step()
             steps += 1
-            for key, value in zip(stats, (total, clipfrac, kl, float(grad_norm)), strict=True):
+            for key, value in zip(stats, (total, clipfrac, kl, float(grad_norm), ref_kl), strict=True):
                 stats[key].append(value)
         if stopped:
             break
@@ -399,7 +454,7 @@ METRICS = (
     "iteration", "reward_mean", "reward_std", "score_mean", "evidence_seen", "answered", "valid_turns", "turns",
     "frames", "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
-    "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches", "reading",
+    "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches", "reading", "ref_kl",
 )  # fmt: skip
 
 
@@ -509,6 +564,8 @@ def train(cfg: DictConfig) -> Path:
     encoder = TurnEncoder(
         policy.processor, model.config, policy.use_audio_in_video, policy.image_pixels, policy.video_pixels
     )
+    # the KL anchor is the model the run started from (not a resumed checkpoint), frozen
+    ref_model = load_policy(args.model, args).model.requires_grad_(False).eval() if args.kl_coef else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay)
     start = 0
@@ -536,7 +593,7 @@ def train(cfg: DictConfig) -> Path:
         # 1. rollout: groups of episodes per task, drawn and sampled from seeds fixed by (seed, iteration)
         picks, trajs, rows, played = rollout(policy, encoder, env, train_tasks, args, seed, it)
         # 2-3. behaviour log-probs and entropies on exactly the trained tokens, then advantages
-        score_rows(model, rows, encoder.pad_id)
+        score_rows(model, rows, encoder.pad_id, ref_model)
         turn_scores = rl_turn_scores(policy, encoder, rows, train_tasks, picks, args)
         adv = advantages(rows, args, turn_scores)
         append_rollouts(run_dir / "rollouts.jsonl", trajs, rows, adv.weights, it + 1)

@@ -36,6 +36,7 @@ from rl.train_local import (
     RecordingPolicy,
     compose_config,
     evaluate,
+    kl_to_reference,
     load_policy,
     play_group,
     ppo_clip_loss,
@@ -391,6 +392,86 @@ def test_target_kl_stops_the_update_before_the_step_that_would_pass_it(oracle_tu
     assert (stopped["opt_steps"], stopped["kl_stop"], moved) == (0.0, 1.0, 0.0)
     one, moved = run(1e-3)  # the rollout policy itself (KL ~0) steps once; the moved policy stops
     assert (one["opt_steps"], one["kl_stop"]) == (1.0, 1.0) and moved > 0
+
+
+def test_kl_estimates_to_the_reference_match_their_definitions() -> None:
+    """verl's kl_loss_type names: k1 is the log ratio, k2 half its square, k3 = r - log r - 1 (r = p_ref / p)."""
+    logp = torch.tensor([-1.0, -2.0, -0.5, -3.0])
+    ref = torch.tensor([-1.0, -1.0, -2.5, -2.0])
+    d = logp - ref
+    assert torch.allclose(kl_to_reference(logp, ref, "k1"), d)
+    assert torch.allclose(kl_to_reference(logp, ref, "kl"), d)
+    assert torch.allclose(kl_to_reference(logp, ref, "abs"), d.abs())
+    assert torch.allclose(kl_to_reference(logp, ref, "mse"), 0.5 * d**2)
+    k3 = kl_to_reference(logp, ref, "low_var_kl")
+    assert torch.allclose(k3, torch.exp(-d) + d - 1.0) and torch.allclose(
+        k3, kl_to_reference(logp, ref, "k3")
+    )
+    assert float(k3[0]) == 0.0 and bool((k3 >= 0).all())  # zero only where the policy equals the reference
+    assert float(kl_to_reference(torch.tensor([0.0]), torch.tensor([-60.0]), "k3")) == 10.0  # bounded as verl
+    with pytest.raises(ValueError, match="kl_loss_type"):
+        kl_to_reference(logp, ref, "forward")
+
+
+def test_kl_loss_settings_come_from_verls_actor_keys(cfg_tiny) -> None:
+    off = Args.from_config(cfg_tiny)
+    assert (
+        off.kl_coef == 0.0 and "kl_coef" not in off.fingerprint()
+    )  # runs saved before the knob still resume
+    on = compose_config([*SMALL, "actor_rollout_ref.model.path=tiny-random", "local.train_tasks=x.jsonl",
+                         "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_coef=0.05"])  # fmt: skip
+    args = Args.from_config(on)
+    assert (args.kl_coef, args.kl_type) == (0.05, "low_var_kl")  # verl's default estimate
+    assert args.fingerprint()["kl_coef"] == 0.05  # a run with the anchor resumes only with it
+    with pytest.raises(ValueError, match="kl_loss_type"):
+        dataclasses.replace(args, kl_type="forward")
+
+
+def test_kl_loss_pulls_the_policy_toward_the_reference(oracle_turns, cfg_tiny) -> None:
+    """With no advantage to follow, the KL term alone moves the policy, and toward the reference: a policy
+    nudged away from its reference drifts back, step by step; at the reference there is no gradient at all."""
+    policy, encoder, _, _, turns = oracle_turns
+    base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.1, mini_batch_rows=len(turns), kl_coef=1.0)
+    zero = torch.zeros(len(turns), max(8, *(int(r.item["input_ids"].shape[-1]) for r in turns)))
+
+    def run(noise: float, steps: int) -> tuple[list[float], float]:
+        model = copy.deepcopy(policy.model)
+        with torch.no_grad():  # the policy as some RL steps might have left it
+            for k, param in enumerate(model.parameters()):
+                param += noise * torch.randn(param.shape, generator=torch.Generator().manual_seed(k))
+        rows = [copy.copy(r) for r in turns]
+        score_rows(model, rows, encoder.pad_id, ref_model=policy.model)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=base.lr)  # plain descent
+        before = [p.detach().clone() for p in model.parameters()]
+        kls = [update(model, opt, rows, zero, base, encoder.pad_id)["ref_kl"] for _ in range(steps)]
+        moved = sum(
+            float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before, strict=True)
+        )
+        return kls, moved
+
+    kls, moved = run(0.0, 1)
+    assert kls == [pytest.approx(0.0, abs=1e-6)] and moved == 0.0  # k3 has zero gradient at the reference
+    kls, moved = run(0.05, 5)
+    assert kls[0] > 1e-3 and moved > 0
+    assert all(b < a for a, b in zip(kls, kls[1:], strict=False))  # each step closer to the reference
+
+
+def test_kl_anchor_is_the_starting_model_also_after_resume(
+    train_tasks: Path, random_dir: Path, tmp_path: Path
+) -> None:
+    """metrics.csv `ref_kl`: ~0 in iteration 1 (the policy starts as the reference and takes one small step
+    before its second mini-batch), large once it has moved (lr 0.01), and still measured against the starting
+    model when a run resumes from a checkpoint."""
+    over = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "actor_rollout_ref.actor.use_kl_loss=true", "actor_rollout_ref.actor.kl_loss_coef=0.1",
+            "actor_rollout_ref.actor.optim.lr=0.01", f"local.run_dir={tmp_path}"]  # fmt: skip
+    rows = _read(train(compose_config([*over, "local.iterations=2"])))
+    assert float(rows[0]["ref_kl"]) == pytest.approx(0.0, abs=1e-5) and float(rows[1]["ref_kl"]) > 0.5
+    rows = _read(
+        train(compose_config([*over, "local.iterations=3"]))
+    )  # resumes from the iteration-2 checkpoint
+    # from the start: ~5 (iteration 2: ~3.5); the iteration-2 checkpoint as anchor would give ~0.006 (one step)
+    assert len(rows) == 3 and float(rows[2]["ref_kl"]) > 0.5
 
 
 @pytest.mark.parametrize("mode", ["grpo", "oracle", "ig"])
