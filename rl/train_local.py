@@ -102,9 +102,8 @@ class Args:
     entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
     score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
     norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo: false = centre rewards only (Dr.GRPO)
-    kl_coef: (
-        float  # actor_rollout_ref.actor.kl_loss_coef if .use_kl_loss, else 0: weight of the KL to the start
-    )
+    # actor_rollout_ref.actor.kl_loss_coef if .use_kl_loss, else 0: weight of the KL to the starting model
+    kl_coef: float
     kl_type: str  # actor_rollout_ref.actor.kl_loss_type: the per-token KL estimate (KL_TYPES)
     filter_metric: str | None  # algorithm.filter_groups.metric if .enable: drop groups flat in it (DAPO)
     max_gen_batches: int  # algorithm.filter_groups.max_num_gen_batches: task batches drawn at most
