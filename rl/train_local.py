@@ -342,24 +342,20 @@ def ppo_clip_loss(
 
 # verl's kl_loss_type names of one per-token estimate of KL(policy || reference) from the sampled tokens:
 # k1 = log ratio (unbiased, can go negative), abs = its size, k2 = half its square, k3 = r - log r - 1 with
-# r = p_ref / p (unbiased, never negative, lowest variance; verl's default for GRPO).
+# r = p_ref / p (unbiased, never negative, lowest variance; verl's default for GRPO). verl's "full" needs whole
+# vocabularies, which the rows do not keep.
 KL_TYPES = frozenset({"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"})
 
 
 def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.Tensor:
-    """Per-token KL estimate of ``kind`` (KL_TYPES) between the policy being trained and the reference."""
-    log_ratio = logp - ref_logp
-    if kind in ("kl", "k1"):
-        return log_ratio
-    if kind == "abs":
-        return log_ratio.abs()
-    if kind in ("mse", "k2"):
-        return 0.5 * log_ratio.square()
-    if kind in ("low_var_kl", "k3"):
-        # bounded as verl bounds it, so one token the reference finds near-impossible cannot swamp the loss
-        neg = torch.clamp(-log_ratio, -20.0, 20.0)
-        return torch.clamp(torch.exp(neg) - neg - 1.0, -10.0, 10.0)
-    raise ValueError(f"kl_loss_type {kind!r}: use one of {sorted(KL_TYPES)}")
+    """Per-token KL estimate of ``kind`` (KL_TYPES) between the policy being trained and the reference:
+    verl's own ``kl_penalty``, the function its actor calls, so both trainers compute the same term."""
+    if kind not in KL_TYPES:
+        raise ValueError(f"kl_loss_type {kind!r}: use one of {sorted(KL_TYPES)}")
+    # imported here: the module costs seconds of start-up, which runs without the KL term need not pay
+    from verl.trainer.ppo.core_algos import kl_penalty
+
+    return kl_penalty(logp, ref_logp, kind)
 
 
 def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int) -> dict:
