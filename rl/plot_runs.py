@@ -56,7 +56,8 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     """Mean training reward of the first and the second half of the iterations (and, for runs logged since they
     exist, the environment's score before shaping, the share of episodes that touched the evidence and the share
     of served frames and audio the Observations read exactly, ``reading``), the
-    largest approx. KL of an update, the run's seconds (the sums of ``metrics.csv``'s columns), how many updates
+    largest approx. KL of an update, the largest and the last per-token KL to the starting model (runs with
+    ``actor.use_kl_loss``), the run's seconds (the sums of ``metrics.csv``'s columns), how many updates
     ``local.target_kl`` stopped early (runs logged since it exists) and, for runs logged since they exist, the
     groups played, how many of them were flat and the task batches drawn (``algorithm.filter_groups`` plays
     more groups than it trains on; ``flat_groups`` counts only the trained ones)."""
@@ -77,6 +78,9 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     if rows and rows[0].get("approx_kl") is not None:
         out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))
+    if rows and any(float(r.get("ref_kl") or 0.0) > 0.0 for r in rows):  # runs with actor.use_kl_loss
+        out["max_ref_kl"] = round(max(float(r["ref_kl"]) for r in rows), 4)
+        out["last_ref_kl"] = round(float(rows[-1]["ref_kl"]), 4)  # where the run ended up from its start
     if rows and rows[0].get("kl_stop"):  # runs with local.target_kl: updates cut short by it
         out["kl_stops"] = sum(float(r["kl_stop"]) > 0 for r in rows)
     if rows and all(r.get("groups_played") for r in rows):  # runs logged since these columns exist

@@ -124,6 +124,17 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
     )  # runs logged since the local trainer scores each Observation against its percept
     summary = training_summary(run)
     assert (summary["reading_first_half"], summary["reading_second_half"]) == (0.25, 0.5)
+    assert "max_ref_kl" not in summary  # no ref_kl column: a run logged before the KL anchor existed
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds,ref_kl\n1,0.1,0.002,10,0.0\n2,0.3,0.004,20,0.0\n"
+    )  # without actor.use_kl_loss the trainer logs 0.0: no anchor to report
+    assert "max_ref_kl" not in training_summary(run)
+    (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds,ref_kl\n1,0.1,0.002,10,0.01\n2,0.3,0.004,20,0.03\n"
+        "3,0.2,0.003,30,0.02\n"
+    )  # with it: the run drifted to 0.03 per token and ended at 0.02
+    summary = training_summary(run)
+    assert (summary["max_ref_kl"], summary["last_ref_kl"]) == (0.03, 0.02)
     (run / "metrics.csv").write_text(
         "iteration,reward_mean,approx_kl,seconds,groups_played,groups_flat,gen_batches\n"
         "1,0.1,0.002,10,8,0,1\n2,0.3,0.004,20,14,6,2\n"
