@@ -78,7 +78,8 @@ def training_summary(run_dir: Path) -> dict[str, float]:
     if rows and rows[0].get("approx_kl") is not None:
         out["max_approx_kl"] = round(max(float(r["approx_kl"]) for r in rows), 4)
         out["seconds"] = round(sum(float(r["seconds"]) for r in rows))
-    if rows and any(float(r.get("ref_kl") or 0.0) > 0.0 for r in rows):  # runs with actor.use_kl_loss
+    # runs with actor.use_kl_loss (the trainer logs 0.0 without it; the k1 estimate can be negative)
+    if rows and any(float(r.get("ref_kl") or 0.0) != 0.0 for r in rows):
         out["max_ref_kl"] = round(max(float(r["ref_kl"]) for r in rows), 4)
         out["last_ref_kl"] = round(float(rows[-1]["ref_kl"]), 4)  # where the run ended up from its start
     if rows and rows[0].get("kl_stop"):  # runs with local.target_kl: updates cut short by it

@@ -136,6 +136,10 @@ def test_training_summary_halves_the_iterations_and_sums_seconds(tmp_path: Path)
     summary = training_summary(run)
     assert (summary["max_ref_kl"], summary["last_ref_kl"]) == (0.03, 0.02)
     (run / "metrics.csv").write_text(
+        "iteration,reward_mean,approx_kl,seconds,ref_kl\n1,0.1,0.002,10,-0.002\n2,0.3,0.004,20,-0.001\n"
+    )  # kl_loss_type=k1 (the plain log ratio) can average below 0: the anchor was on all the same
+    assert (training_summary(run)["max_ref_kl"], training_summary(run)["last_ref_kl"]) == (-0.001, -0.001)
+    (run / "metrics.csv").write_text(
         "iteration,reward_mean,approx_kl,seconds,groups_played,groups_flat,gen_batches\n"
         "1,0.1,0.002,10,8,0,1\n2,0.3,0.004,20,14,6,2\n"
     )  # a run with algorithm.filter_groups: the second iteration dropped 6 flat groups and drew a second batch
