@@ -19,6 +19,11 @@ entropy in step 3 by ``score_floor + s[i,k]`` for a per-turn score the caller me
 the turn's percept overlaps the task's evidence, else 0 (:func:`rl.turn_labels.overlaps_evidence`; an upper
 bound that only synthetic tasks allow). The floor keeps turns without a percept (the answer) trained.
 
+``held`` marks turns whose weight stays 1 and which stay out of the group mean (``taura.hold_answer_turns``
+passes the answer turns): the weights then move outcome credit among the perceiving turns only, and the answer
+step, whose tokens are the most uncertain and so get the largest TAURA weight, is updated exactly as GRPO
+updates it.
+
 Everything here is pure, vectorised torch on CPU or GPU: no verl, no Python loops over rows.
 """
 
@@ -118,16 +123,21 @@ def taura_turn_weights(
     group_index: torch.Tensor,
     eps: float = ENTROPY_EPS,
     valid: torch.Tensor | None = None,
+    held: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """TAURA weight of each turn: its entropy over the mean entropy of all turns in its group. (rows,).
 
     The mean runs over every (valid) turn of every trajectory in the group, so trajectories with more turns
     count more. Edge cases: a group whose mean entropy is <= ``eps`` gets weight 1 everywhere; rows that are
-    not ``valid`` (no generated tokens) are left out of the mean and get weight 1 (they carry no tokens).
+    not ``valid`` (no generated tokens) are left out of the mean and get weight 1 (they carry no tokens); rows
+    that are ``held`` are left out of the mean too and get weight 1 (the other turns are weighted among
+    themselves).
     """
     turn_entropy = turn_entropy.float()
     if valid is None:
         valid = torch.ones_like(turn_entropy, dtype=torch.bool)
+    if held is not None:
+        valid = valid & ~held.to(device=valid.device, dtype=torch.bool)
     group, num_groups = _dense_ids(group_index)
     in_mean = valid.to(turn_entropy.dtype)
     entropy_sum = _segment_sum(turn_entropy * in_mean, group, num_groups)
@@ -137,6 +147,14 @@ def taura_turn_weights(
         group_mean > eps, turn_entropy / group_mean.clamp(min=eps), torch.ones_like(group_mean)
     )
     return torch.where(valid, weights, torch.ones_like(weights))
+
+
+ANSWER_ACTION = "answer"  # the environment's action that ends an episode
+
+
+def answer_turns(action_types: Sequence[str | None]) -> torch.Tensor:
+    """(rows,) bool, True on the rows whose action is the answer: the ``held`` rows of ``hold_answer_turns``."""
+    return torch.tensor([a == ANSWER_ACTION for a in action_types], dtype=torch.bool)
 
 
 # ------------------------------------------------------------------ 4. per-token advantages
@@ -155,6 +173,7 @@ def taura_advantages(
     norm_by_std: bool = True,
     turn_scores: torch.Tensor | None = None,
     score_floor: float = 1.0,
+    held: torch.Tensor | None = None,
 ) -> TauraAdvantages:
     """Per-token advantages for per-turn rows.
 
@@ -171,6 +190,8 @@ def taura_advantages(
         entropy_eps: see :func:`taura_turn_weights`.
         turn_scores: (rows,) per-turn score s >= 0 for modes "ig" and "oracle" (negative values count as 0).
         score_floor: those modes weight a turn by ``(score_floor + s) / group mean of (score_floor + s)``.
+        held: (rows,) bool, turns whose weight stays 1 and which stay out of the group mean (any mode; in
+            "grpo" every weight is 1 anyway).
     """
     if mode not in MODES:
         raise ValueError(f"unknown TAURA mode {mode!r}; expected one of {MODES}")
@@ -189,12 +210,12 @@ def taura_advantages(
     outcome_advantage = grpo_outcome_advantage(traj_reward, traj_group, std_eps, norm_by_std)[traj]
 
     if mode == "taura":
-        weights = taura_turn_weights(turn_entropy, group_index, entropy_eps, valid)
+        weights = taura_turn_weights(turn_entropy, group_index, entropy_eps, valid, held)
     elif mode in SCORE_MODES:
         if turn_scores is None or turn_scores.shape != turn_entropy.shape:
             raise ValueError(f"mode {mode!r} needs turn_scores of shape {tuple(turn_entropy.shape)}")
         scores = score_floor + turn_scores.float().to(turn_entropy.device).clamp(min=0)
-        weights = taura_turn_weights(scores, group_index, entropy_eps, valid)
+        weights = taura_turn_weights(scores, group_index, entropy_eps, valid, held)
     else:
         weights = torch.ones_like(turn_entropy)
 

@@ -18,7 +18,7 @@ algorithm setting from the key verl reads (see :class:`Args`). One iteration:
    entropy on exactly the tokens trained (as verl recomputes them with the actor; the rollout and training
    model are the same weights in the same precision here, so verl's rollout importance correction is 1).
 3. **Advantages.** :func:`rl.taura.taura_advantages`: GRPO outcome advantage per trajectory, times the TAURA
-   turn weight (``taura.mode``: taura | grpo | ig | oracle).
+   turn weight (``taura.mode``: taura | grpo | ig | oracle; ``taura.hold_answer_turns``: answer turns at 1).
 4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
    clip ``clip_ratio_c``, ``loss_agg_mode`` token-mean) over mini-batches of ``actor.ppo_mini_batch_size`` x
    ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``;
@@ -65,7 +65,7 @@ from rl.local_rollout import (
 )
 from rl.reward import RewardConfig, reading_rate, shaped_reward
 from rl.sft_step import collate
-from rl.taura import SCORE_MODES, taura_advantages, weight_stats
+from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
 from rl.turn_labels import overlaps_evidence, touched_evidence
 
@@ -101,6 +101,7 @@ class Args:
     std_eps: float  # taura.std_eps: added to the group reward std
     entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
     score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
+    hold_answer_turns: bool  # taura.hold_answer_turns: answer turns keep weight 1, out of the group mean
     norm_by_std: bool  # algorithm.norm_adv_by_std_in_grpo: false = centre rewards only (Dr.GRPO)
     # actor_rollout_ref.actor.kl_loss_coef if .use_kl_loss, else 0: weight of the KL to the starting model
     kl_coef: float
@@ -148,6 +149,7 @@ class Args:
             std_eps=float(taura.std_eps),
             entropy_eps=float(taura.entropy_eps),
             score_floor=float(taura.get("score_floor", 1.0)),
+            hold_answer_turns=bool(taura.get("hold_answer_turns", False)),
             norm_by_std=bool(cfg.algorithm.norm_adv_by_std_in_grpo),
             kl_coef=float(actor.get("kl_loss_coef", 0.0)) if actor.get("use_kl_loss") else 0.0,
             kl_type=str(actor.get("kl_loss_type", "low_var_kl")),
@@ -173,6 +175,8 @@ class Args:
             keep.pop("filter_metric"), keep.pop("max_gen_batches")
         if not self.kl_coef:  # likewise
             keep.pop("kl_coef"), keep.pop("kl_type")
+        if not self.hold_answer_turns:  # likewise
+            keep.pop("hold_answer_turns")
         reward = keep["env"].get("reward", {})
         defaults = (
             ("evidence_gate", False),
@@ -320,6 +324,7 @@ def advantages(rows: list[TurnRow], args: Args, turn_scores: torch.Tensor | None
         norm_by_std=args.norm_by_std,
         turn_scores=turn_scores,
         score_floor=args.score_floor,
+        held=answer_turns([r.record.action_type for r in rows]) if args.hold_answer_turns else None,
     )
 
 

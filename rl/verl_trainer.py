@@ -154,6 +154,15 @@ def taura_metrics(result: taura.TauraAdvantages, traj_index: torch.Tensor, actio
     return metrics
 
 
+def _held_rows(settings: Any, action_types: Sequence[str | None] | None) -> torch.Tensor | None:
+    """The answer rows when ``taura.hold_answer_turns`` is on (their weight stays 1), else None."""
+    if not settings.get("hold_answer_turns", False):
+        return None
+    if action_types is None:
+        raise ValueError("taura.hold_answer_turns=true needs each row's action type (taura.action_field)")
+    return taura.answer_turns(action_types)
+
+
 @register_adv_est(TAURA_ESTIMATOR)
 def taura_estimator(
     token_level_rewards: torch.Tensor,
@@ -194,6 +203,7 @@ def taura_estimator(
         std_eps=settings.get("std_eps", taura.STD_EPS),
         entropy_eps=settings.get("entropy_eps", taura.ENTROPY_EPS),
         norm_by_std=True if config is None else config.get("norm_adv_by_std_in_grpo", True),
+        held=_held_rows(settings, action_types),
     )
     if metrics is not None:
         actions = action_types if action_types is not None else [None] * len(row_keys)
@@ -250,7 +260,9 @@ def compute_taura_advantage(
         entropy=data.batch["entropy"],
         row_keys=keys,
         taura_config=config.taura,
-        action_types=actions if config.taura.log_action_entropy else None,
+        action_types=actions
+        if config.taura.log_action_entropy or config.taura.get("hold_answer_turns")
+        else None,
         metrics=metrics,
     )
     data.batch["advantages"] = advantages

@@ -199,3 +199,30 @@ def test_weight_stats_and_entropy_by_action():
         "frames": {"entropy_mean": 2.0, "turns": 2.0},
         "unknown": {"entropy_mean": 8.0, "turns": 1.0},
     }
+
+
+def test_held_answer_turns_keep_weight_one_and_leave_the_mean():
+    """hold_answer_turns: the answer rows get 1 and the perceiving rows are weighted among themselves."""
+    # group 0: two perceiving turns (H 1 and 3) and two answers (H 6 and 8); group 1: answers only.
+    spec = [
+        (0, 0, 0, 1.0, [1.0], [1]),
+        (0, 0, 1, 1.0, [6.0], [1]),
+        (0, 1, 0, 0.0, [3.0], [1]),
+        (0, 1, 1, 0.0, [8.0], [1]),
+        (1, 2, 0, 1.0, [2.0], [1]),
+        (1, 3, 0, 0.0, [4.0], [1]),
+    ]
+    held = taura.answer_turns(["get_frames", "answer", "get_audio", "answer", "answer", "answer"])
+    assert held.tolist() == [False, True, False, True, True, True]
+    out = taura.taura_advantages(**_rows(spec), held=held, std_eps=0.0)
+    # perceiving mean (1 + 3) / 2 = 2 -> 0.5 and 1.5; answers and the all-answer group stay at 1
+    torch.testing.assert_close(out.weights, torch.tensor([0.5, 1.0, 1.5, 1.0, 1.0, 1.0]))
+    torch.testing.assert_close(out.advantages[:, 0], out.weights * out.outcome_advantage)
+    plain = taura.taura_advantages(**_rows(spec), std_eps=0.0)  # without holding, the mean is 4.5
+    torch.testing.assert_close(plain.weights[:4], torch.tensor([1.0, 6.0, 3.0, 8.0]) / 4.5)
+    # the oracle/ig path honours it too, and in grpo mode every weight is 1 whatever is held
+    scores = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    oracle = taura.taura_advantages(**_rows(spec), mode="oracle", turn_scores=scores, held=held)
+    torch.testing.assert_close(oracle.weights, torch.tensor([2 / 1.5, 1.0, 1 / 1.5, 1.0, 1.0, 1.0]))
+    grpo = taura.taura_advantages(**_rows(spec), mode="grpo", held=held)
+    assert grpo.weights.tolist() == [1.0] * 6

@@ -34,6 +34,7 @@ from rl.local_rollout import TurnEncoder, TurnRow
 from rl.train_local import (
     Args,
     RecordingPolicy,
+    advantages,
     compose_config,
     evaluate,
     kl_to_reference,
@@ -392,6 +393,28 @@ def test_target_kl_stops_the_update_before_the_step_that_would_pass_it(oracle_tu
     assert (stopped["opt_steps"], stopped["kl_stop"], moved) == (0.0, 1.0, 0.0)
     one, moved = run(1e-3)  # the rollout policy itself (KL ~0) steps once; the moved policy stops
     assert (one["opt_steps"], one["kl_stop"]) == (1.0, 1.0) and moved > 0
+
+
+def test_hold_answer_turns_keeps_the_answer_at_grpo_weight(oracle_turns, cfg_tiny) -> None:
+    """taura.hold_answer_turns: the answer rows of a group keep weight 1 and the perceiving rows are weighted by
+    their entropy over the perceiving rows' mean; the knob belongs to the resume fingerprint only when on."""
+    policy, encoder, _, _, turns = oracle_turns
+    off = Args.from_config(cfg_tiny)
+    assert off.hold_answer_turns is False and "hold_answer_turns" not in off.fingerprint()
+    on = dataclasses.replace(off, hold_answer_turns=True)
+    assert on.fingerprint()["hold_answer_turns"] is True
+    # two episodes of one group (the oracle's turns once more with another reward), so the advantage is not 0
+    rows = [copy.copy(r) for r in turns] + [dataclasses.replace(r, traj=1, reward=0.0) for r in turns]
+    score_rows(policy.model, rows, encoder.pad_id)
+    answers = [r.record.action_type == "answer" for r in rows]
+    assert any(answers) and not all(answers)
+    held, plain = advantages(rows, on, None), advantages(rows, off, None)
+    entropy = plain.turn_entropy
+    looked = [not a for a in answers]
+    expected = torch.where(torch.tensor(answers), 1.0, entropy / entropy[looked].mean())
+    torch.testing.assert_close(held.weights, expected)
+    torch.testing.assert_close(held.outcome_advantage, plain.outcome_advantage)
+    assert not torch.allclose(held.weights, plain.weights)  # the entropy of the answer turn counts otherwise
 
 
 def test_kl_estimates_to_the_reference_match_their_definitions() -> None:

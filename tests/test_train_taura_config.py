@@ -283,15 +283,14 @@ def _agent_loop_rows():
     return keys, fields
 
 
-def _expected_advantages():
-    keys, _ = _agent_loop_rows()
+def _expected_inputs():
     width = max(len(t[3]) for t in TURNS)
     entropy = torch.zeros(len(TURNS), width)
     mask = torch.zeros(len(TURNS), width, dtype=torch.long)
     for i, t in enumerate(TURNS):
         entropy[i, : len(t[3])] = torch.tensor(t[3])
         mask[i, : len(t[3])] = 1
-    return taura.taura_advantages(
+    return dict(
         entropy=entropy,
         response_mask=mask,
         rewards=torch.tensor([t[2] for t in TURNS]),
@@ -299,6 +298,10 @@ def _expected_advantages():
         group_index=torch.zeros(len(TURNS), dtype=torch.long),
         turn_index=torch.tensor([t[1] for t in TURNS]),
     )
+
+
+def _expected_advantages():
+    return taura.taura_advantages(**_expected_inputs())
 
 
 def _check_output(output: TensorDict, metrics: dict):
@@ -363,6 +366,27 @@ def test_compute_taura_advantage_grpo_mode_equals_verl_grpo():
     verl_adv = compute_advantage_for_multi_trajectories(data, keys, "grpo", num_repeat=3).batch["advantages"]
     for i, t in enumerate(TURNS):
         torch.testing.assert_close(output["advantages"][i], verl_adv[i, : len(t[3])].float())
+
+
+def test_hold_answer_turns_on_verl_batches():
+    """taura.hold_answer_turns=true: answer rows keep weight 1 (their advantage is GRPO's) and the frame and
+    audio turns (H 2 and 4) are weighted by their own mean, 3; also with per-action logging off."""
+    keys, fields = _agent_loop_rows()
+    for cfg in (
+        _compose("tiny", "taura.hold_answer_turns=true"),
+        _compose("tiny", "taura.hold_answer_turns=true", "taura.log_action_entropy=false"),
+    ):
+        output, metrics = verl_trainer.compute_taura_advantage(list_of_dict_to_tensordict(fields), keys, cfg)
+        outcome = taura.taura_advantages(**_expected_inputs(), mode="grpo").advantages
+        weights = {"frames": 2 / 3, "audio": 4 / 3, "answer": 1.0}
+        for i, t in enumerate(TURNS):
+            torch.testing.assert_close(output["advantages"][i], weights[t[4]] * outcome[i, : len(t[3])])
+        assert metrics["taura/weight/max"] == pytest.approx(4 / 3)
+    with pytest.raises(ValueError, match="action type"):
+        verl_trainer.taura_estimator(
+            torch.ones(1, 1), torch.ones(1, 1), entropy=torch.ones(1, 1), row_keys=["u_0_0"],
+            taura_config={"hold_answer_turns": True},
+        )  # fmt: skip
 
 
 def test_missing_entropy_is_a_clear_error():
