@@ -182,8 +182,9 @@ def taura_estimator(
     Beyond verl's estimator arguments (rewards, mask, ``index`` = uid, ``config`` = the algorithm block) it needs
     the per-token ``entropy`` and the TransferQueue ``row_keys`` ``{uid}_{session}_{turn}`` (group, trajectory
     and turn of each row), which only :class:`TauraPPOTrainer` passes. ``taura_config`` is the config's
-    ``taura`` block (mode, eps); ``metrics``, when given, receives the turn-weight and entropy statistics,
-    per action type too when ``action_types`` is given.
+    ``taura`` block (mode, eps, hold_answer_turns, log_action_entropy); ``action_types`` names each row's action
+    (``hold_answer_turns`` needs them); ``metrics``, when given, receives the turn-weight and entropy
+    statistics, per action type too when ``action_types`` is given and ``log_action_entropy`` is on.
     """
     if entropy is None or row_keys is None:
         raise ValueError(
@@ -206,7 +207,8 @@ def taura_estimator(
         held=_held_rows(settings, action_types),
     )
     if metrics is not None:
-        actions = action_types if action_types is not None else [None] * len(row_keys)
+        by_action = action_types is not None and settings.get("log_action_entropy", True)
+        actions = action_types if by_action else [None] * len(row_keys)
         metrics.update(taura_metrics(result, traj_index, actions))
     return result.advantages, result.advantages
 
@@ -260,9 +262,7 @@ def compute_taura_advantage(
         entropy=data.batch["entropy"],
         row_keys=keys,
         taura_config=config.taura,
-        action_types=actions
-        if config.taura.log_action_entropy or config.taura.get("hold_answer_turns")
-        else None,
+        action_types=actions,
         metrics=metrics,
     )
     data.batch["advantages"] = advantages

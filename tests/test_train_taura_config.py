@@ -372,16 +372,15 @@ def test_hold_answer_turns_on_verl_batches():
     """taura.hold_answer_turns=true: answer rows keep weight 1 (their advantage is GRPO's) and the frame and
     audio turns (H 2 and 4) are weighted by their own mean, 3; also with per-action logging off."""
     keys, fields = _agent_loop_rows()
-    for cfg in (
-        _compose("tiny", "taura.hold_answer_turns=true"),
-        _compose("tiny", "taura.hold_answer_turns=true", "taura.log_action_entropy=false"),
-    ):
+    outcome = taura.taura_advantages(**_expected_inputs(), mode="grpo").advantages
+    weights = {"frames": 2 / 3, "audio": 4 / 3, "answer": 1.0}
+    for by_action in (True, False):
+        cfg = _compose("tiny", "taura.hold_answer_turns=true", f"taura.log_action_entropy={by_action}")
         output, metrics = verl_trainer.compute_taura_advantage(list_of_dict_to_tensordict(fields), keys, cfg)
-        outcome = taura.taura_advantages(**_expected_inputs(), mode="grpo").advantages
-        weights = {"frames": 2 / 3, "audio": 4 / 3, "answer": 1.0}
         for i, t in enumerate(TURNS):
             torch.testing.assert_close(output["advantages"][i], weights[t[4]] * outcome[i, : len(t[3])])
         assert metrics["taura/weight/max"] == pytest.approx(4 / 3)
+        assert ("taura/action/answer/turns" in metrics) is by_action  # logging follows its own setting
     with pytest.raises(ValueError, match="action type"):
         verl_trainer.taura_estimator(
             torch.ones(1, 1), torch.ones(1, 1), entropy=torch.ones(1, 1), row_keys=["u_0_0"],
