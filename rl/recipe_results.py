@@ -61,6 +61,8 @@ def summarise(run_dirs: dict[str, Path]) -> dict[str, Any]:
         ("agent", "uniform"),
         ("agent", "agent_blind"),
         ("agent", "random"),
+        ("agent", "prior"),
+        ("agent_blind", "prior"),
         ("agent", "random_weights"),
         ("agent", "agent_free"),
         ("agent_free", "agent_free_blind"),

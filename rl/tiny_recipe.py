@@ -51,7 +51,8 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
 10. ``probe``: ``OUT/media_probe.json``, the agent's SFT loss with real against zeroed media
    (``rl/media_probe.py``): a minute's check that it reads its media before the long eval.
 11. ``eval``: a held-out set (``--eval-seed``: other videos, other tasks; the overlap guard checks it)
-   for the trained agent, random weights, the ``uniform`` and ``random`` scripted baselines, and
+   for the trained agent, random weights, the ``uniform``, ``random`` and ``prior`` scripted baselines
+   (``prior``: the training set's best constant answer to each question, given without looking), and
    the agent "blind" (the same tasks on copies of the media with black frames and silence of the
    same durations); ``OUT/results.json`` and ``OUT/results.md`` hold the table and paired CIs.
 12. ``scaling`` (only when named): the agent's held-out score against its turn budget
@@ -168,6 +169,8 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         "agent_free_blind": (blind, runs / "agent_free_blind", "transformers", free),
         "uniform": (held, runs / "uniform", "uniform", {}),
         "random": (held, runs / "random", "random", {}),
+        # the training set's best constant answers, given without looking (omniagent/backends/prior.py)
+        "prior": (held, runs / "prior", "prior", {"train_tasks": str(args.out / "synth_train" / "tasks.jsonl")}),
         # the agent's own architecture and tokenizer before any training (OUT/init, the build stage's)
         "random_weights": (held, runs / "random_weights", "transformers",
                            {**agent, "model": str(args.out / "init")}),
