@@ -66,6 +66,7 @@ from rl.reward import (
     RewardConfig,
     TurnText,
     percept_spans,
+    prior_score,
     reading_rate,
     shaped_reward,
     touches_evidence,
@@ -210,6 +211,7 @@ class EpisodeTally:
     spans: list[tuple[float, float]] = field(default_factory=list)  # what its percepts covered so far
     media: str = ""  # the task's media: its ground truth, when synthetic, scores the Observations
     turns: list[TurnText] = field(default_factory=list)  # what each turn wrote and was served
+    prior: float | None = None  # what the no-look prior earns on the task (env.reward.prior_tasks), else None
 
     def step(self, reward: float, terminated: bool, info: dict[str, Any], server_extra: Any) -> None:
         parsed = info.get("parsed") or {}
@@ -306,7 +308,12 @@ class OmniAgentLoop(AgentLoopBase):
 
         request_id = uuid4().hex  # one sticky session per trajectory (prefix caching on the same server)
         generate_extra = {"priority": int(row["priority"])} if "priority" in row else {}
-        tally = EpisodeTally(budget=budget, evidence=task.evidence, media=task.media)
+        tally = EpisodeTally(
+            budget=budget,
+            evidence=task.evidence,
+            media=task.media,
+            prior=prior_score(self.settings.reward, task),
+        )
         episode_fields = {"session_id": session_id, "task_id": task.id, "turn_budget": budget}
         outputs: list[AgentLoopOutput] = []
         for turn in range(budget):
@@ -403,7 +410,7 @@ class OmniAgentLoop(AgentLoopBase):
         # the reading credit: synthetic media only, and only computed when it is paid
         reading = tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
         final = shaped_reward(
-            tally.env_reward, tally.format_errors, tally.answered, reward_cfg, seen, reading
+            tally.env_reward, tally.format_errors, tally.answered, reward_cfg, seen, reading, tally.prior
         )
         reward_info = {
             "acc": tally.env_reward,

@@ -28,14 +28,24 @@ looked at anything it gives the group something to rank by. Media without a grou
 sound. Why: in batch 7 (README) the credit was earned on empty frames, read exactly 64% of the time against 20% for
 frames with an event on them, and the policies learned to serve many empty frames (2,062 in the first eight
 iterations, 6,763 in the last eight) rather than to read the events the questions are about.
+
+``prior_tasks`` names a training task file; the score then counts only above what the no-look ``prior`` answer
+(:class:`omniagent.backends.prior.PriorTable`, fitted on that file) earns on the task: ``max(0, score - prior's)``.
+Why: on the synthetic set that constant scores about 0.21, above every agent trained here (README, "A policy that
+never looks"), and RL's gains over SFT moved answers toward it; with this, an answer no better than the constant
+earns nothing, so only what perception adds is paid. A plain per-task offset would change nothing under a
+group-relative advantage (the group mean absorbs it); the floor at 0 is what makes it a different reward.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
+from envs.tasks import Task
+from omniagent.backends.prior import PriorTable
 from omniagent.backends.synth_world import (
     Item,
     SynthWorld,
@@ -64,12 +74,32 @@ class RewardConfig:
     # what that share counts: every served frame and audio span ("all"), or only frames that show an event and
     # audio spans that hold a sound ("events")
     reading_scope: ReadingScope = "all"
+    # a training task file: the score counts only above what its no-look prior answer earns, max(0, score - prior)
+    prior_tasks: str | None = None
 
     def __post_init__(self) -> None:
         if self.reading_scope not in get_args(ReadingScope):
             raise ValueError(
                 f"env.reward.reading_scope must be one of {get_args(ReadingScope)}, not {self.reading_scope!r}"
             )
+        if self.prior_tasks is not None:
+            prior_table(self.prior_tasks)  # a missing or empty file fails at start, not in the first rollout
+
+
+@lru_cache(maxsize=4)
+def prior_table(path: str) -> PriorTable:
+    """The prior fitted on ``path`` (once per process: both trainers score every episode against it)."""
+    try:
+        return PriorTable.from_file(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise ValueError(f"env.reward.prior_tasks: {exc}") from None
+
+
+def prior_score(cfg: RewardConfig, task: Task) -> float | None:
+    """What the no-look prior earns on ``task`` under ``cfg.prior_tasks`` (None: not set, or no answer)."""
+    if cfg.prior_tasks is None or task.answer is None:
+        return None
+    return prior_table(cfg.prior_tasks).score(task)
 
 
 def percept_spans(
@@ -101,15 +131,19 @@ def shaped_reward(
     cfg: RewardConfig,
     evidence_seen: bool | None = None,
     reading: float | None = None,
+    prior: float | None = None,
 ) -> float:
-    """The environment's score (zero under ``evidence_gate`` when the evidence was never served), plus
-    ``evidence_bonus`` when it was, plus ``reading_credit`` times ``reading``, minus penalties (``errors``: the
-    rejected turns).
+    """The environment's score (zero under ``evidence_gate`` when the evidence was never served; only its part
+    above ``prior``, floored at 0, when given), plus ``evidence_bonus`` when the evidence was served, plus
+    ``reading_credit`` times ``reading``, minus penalties (``errors``: the rejected turns).
 
     ``evidence_seen`` is None for a task without evidence: neither the gate nor the bonus has anything to test.
-    ``reading`` (:func:`reading_rate`) is None for media without a ground truth or an episode that saw nothing."""
+    ``reading`` (:func:`reading_rate`) is None for media without a ground truth or an episode that saw nothing.
+    ``prior`` (:func:`prior_score`) is None unless ``prior_tasks`` is set."""
     looked = evidence_seen is not False  # a task without evidence is never gated ...
     reward = float(env_reward) if looked or not cfg.evidence_gate else 0.0
+    if prior is not None:
+        reward = max(0.0, reward - float(prior))
     if evidence_seen:  # ... nor paid for a look it cannot check
         reward += cfg.evidence_bonus
     if reading is not None:

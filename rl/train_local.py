@@ -63,7 +63,7 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
-from rl.reward import RewardConfig, reading_rate, shaped_reward
+from rl.reward import RewardConfig, prior_score, reading_rate, shaped_reward
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
@@ -183,6 +183,7 @@ class Args:
             ("evidence_bonus", 0.0),
             ("reading_credit", 0.0),
             ("reading_scope", "all"),
+            ("prior_tasks", None),
         )
         for key, default in defaults:
             if key in reward and reward[key] == default:
@@ -231,8 +232,10 @@ def play_group(
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
         # None: media without ground truth, or nothing (in the credit's scope) seen
         reading = reading_rate(task.media, traj.turns, shaping.reading_scope)
-        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading)
+        prior = prior_score(shaping, task)  # None unless env.reward.prior_tasks is set
+        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading, prior)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
+        traj.meta["prior_score"] = prior
         traj.meta["reading"] = reading
         traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):

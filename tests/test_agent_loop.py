@@ -30,7 +30,7 @@ from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from envs.limits import EnvLimits  # noqa: E402
-from envs.tasks import Task  # noqa: E402
+from envs.tasks import Task, save_tasks_jsonl  # noqa: E402
 from omniagent.tiny_model import AUDIO_CHUNK_SECONDS, MAX_PIXELS, MIN_PIXELS  # noqa: E402
 from rl import agent_loop as al  # noqa: E402
 from rl import (  # noqa: E402
@@ -238,6 +238,22 @@ def _media_blocks(ids: list[int], tiny) -> dict[str, int]:
 
 
 # ------------------------------------------------------------------ settings and responses
+
+
+def test_the_prior_floor_reaches_every_turns_reward(tmp_path):
+    """``env.reward.prior_tasks`` in verl's agent loop: the tally carries the prior's score and every turn's row gets
+    the score above it (tests/test_reward.py checks the fit)."""
+    task = Task(id="n0", media="v.mp4", question="How many beeps?", task_type="num", answer=3.0)
+    prior_file = save_tasks_jsonl([task.model_copy(update={"id": f"c{i}", "answer": 2.0}) for i in range(2)],
+                                  tmp_path / "prior.jsonl")  # fmt: skip
+    loop = object.__new__(al.OmniAgentLoop)  # no verl worker: _finish reads only the settings
+    loop.settings = al.EnvSettings(reward=al.RewardConfig(prior_tasks=str(prior_file)))
+    tally = al.EpisodeTally(budget=3, prior=al.prior_score(loop.settings.reward, task))
+    assert tally.prior == pytest.approx(0.4)  # the constant 2 against the truth 3 (MRA)
+    tally.step(1.0, True, {"action_type": "answer", "timestamps": []}, None)
+    outputs = loop._finish([SimpleNamespace(extra_fields={}) for _ in range(2)], tally)
+    assert [o.reward_score for o in outputs] == pytest.approx([0.6, 0.6])
+    assert outputs[0].extra_fields["env_reward"] == 1.0  # the environment's own score is kept beside it
 
 
 def test_turn_budget_reward_and_settings(cfg):

@@ -11,7 +11,7 @@ import pytest
 
 from envs.env import OmniVideoEnv
 from envs.synth import generate_benchmark
-from envs.tasks import Task
+from envs.tasks import Task, save_tasks_jsonl
 from omniagent.backends.synth_world import SynthWorld, percept_from_record
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
@@ -20,6 +20,7 @@ from rl.reward import (
     RewardConfig,
     TurnText,
     percept_spans,
+    prior_score,
     reading_rate,
     shaped_reward,
     touches_evidence,
@@ -247,3 +248,21 @@ def test_reading_breakdown_splits_served_frames_by_content_and_centres_rewards_w
     assert sum(v["episodes"] * v["score"] for v in both.values()) == pytest.approx(0.0, abs=0.01)  # all right
     assert sum(v["episodes"] * v["shaped"] for v in both.values()) == pytest.approx(0.0, abs=0.01)  # centred
     assert main([str(tmp_path)]) == 0
+
+
+def test_the_prior_floor_pays_only_the_score_above_the_no_look_constant(tmp_path: Path) -> None:
+    plain = RewardConfig()
+    assert shaped_reward(1.0, 0, True, plain, prior=0.4) == pytest.approx(0.6)
+    assert shaped_reward(0.3, 0, True, plain, prior=0.4) == 0.0  # no better than the constant: nothing
+    shaping = RewardConfig(evidence_gate=True, evidence_bonus=0.2, format_error_penalty=0.1)
+    assert shaped_reward(1.0, 1, True, shaping, False, prior=0.4) == pytest.approx(-0.1)  # gated first
+    assert shaped_reward(1.0, 1, True, shaping, True, prior=0.4) == pytest.approx(0.6 + 0.2 - 0.1)
+    # the constant is fitted on the file (MRA: "2" scores 1, 1 and 0.4 there) and scored on the task
+    tasks = [Task(id=f"c{i}", media="v.mp4", question=f"How many beeps before {10 * i} s?", task_type="num",
+                  answer=float(a)) for i, a in enumerate([2, 2, 3])]  # fmt: skip
+    cfg = RewardConfig(prior_tasks=str(save_tasks_jsonl(tasks, tmp_path / "train.jsonl")))
+    assert prior_score(cfg, tasks[2]) == pytest.approx(0.4) and prior_score(cfg, tasks[0]) == 1.0
+    assert prior_score(RewardConfig(), tasks[2]) is None
+    assert prior_score(cfg, tasks[2].model_copy(update={"answer": None})) is None
+    with pytest.raises(ValueError, match="prior_tasks: training task file .* does not exist"):
+        RewardConfig(prior_tasks=str(tmp_path / "none.jsonl"))

@@ -257,6 +257,27 @@ def test_evidence_gate_pays_only_the_episodes_that_looked_at_the_evidence(
     assert shaped == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(("prior_right", "expected"), [(True, 0.0), (False, 1.0)])
+def test_prior_tasks_pays_a_right_answer_only_above_the_no_look_constant(
+    oracle_turns, train_tasks: Path, random_dir: Path, tmp_path: Path, prior_right: bool, expected: float
+) -> None:
+    """The oracle answers right; the prior, fitted on three copies of the task, names the same option (its score
+    is 1, so the right answer earns nothing above it) or, with the copies' answer moved, another option."""
+    _, encoder, task, _, _ = oracle_turns
+    letter = task.answer if prior_right else ("A" if task.answer != "A" else "B")
+    copies = [task.model_copy(update={"id": f"copy{i}", "answer": letter}) for i in range(3)]
+    prior_file = save_tasks_jsonl(copies, tmp_path / "prior.jsonl")
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "actor_rollout_ref.rollout.n=1", "env.turns.min=4", "env.turns.max=4"]  # fmt: skip
+    args = Args.from_config(compose_config([*base, f"env.reward.prior_tasks={prior_file}"]))
+    assert args.fingerprint()["env"]["reward"]["prior_tasks"] == str(prior_file)  # a resume must match it
+    assert "prior_tasks" not in Args.from_config(compose_config(base)).fingerprint()["env"]["reward"]
+    oracle = make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2)
+    (traj,), rows = play_group(oracle, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
+    assert traj.reward == 1.0 and traj.meta["prior_score"] == (1.0 if prior_right else 0.0)
+    assert traj.meta["shaped_reward"] == expected and all(r.reward == expected for r in rows)
+
+
 def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly(
     oracle_turns, train_tasks: Path, random_dir: Path
 ) -> None:

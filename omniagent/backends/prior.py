@@ -81,6 +81,69 @@ def best_letter(tasks: list[Task]) -> str:
     return min(counts, key=lambda k: (-counts[k], k)) if counts else "A"
 
 
+class PriorTable:
+    """The constants fitted on a training task file: per question wording (numbers masked), per task type, and
+    for multiple choice the letter most often right under each; :meth:`answer` gives a task's constant and
+    :meth:`score` what it earns on a task with a known answer (what ``env.reward.prior_tasks`` subtracts)."""
+
+    def __init__(self, tasks: list[Task]) -> None:
+        tasks = [t for t in tasks if t.answer is not None]
+        if not tasks:
+            raise ValueError("no task with an answer to fit a prior on")
+        by_question: dict[tuple[str, str], list[Task]] = defaultdict(list)
+        by_type: dict[str, list[Task]] = defaultdict(list)
+        for task in tasks:
+            by_question[(task.task_type, question_key(task.question))].append(task)
+            by_type[task.task_type].append(task)
+        self.by_question = {k: best_constant(v) for k, v in by_question.items()}
+        self.by_type = {k: best_constant(v) for k, v in by_type.items()}
+        self.letters: dict[Any, str] = {k: best_letter(v) for k, v in by_question.items()}
+        self.letters.update({k: best_letter(v) for k, v in by_type.items()})
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> PriorTable:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"training task file {path} does not exist")
+        try:
+            return cls(load_tasks_jsonl(path, resolve_media=False))
+        except ValueError as exc:
+            raise ValueError(f"{path} holds {exc}") from None
+
+    def source(self, task_type: str, question: str) -> tuple[str, str] | str | None:
+        """The key a question's constant comes from: its (type, wording), else its type, else None."""
+        key = (task_type, question_key(question))
+        if key in self.by_question:
+            return key
+        return task_type if task_type in self.by_type else None
+
+    def answer(self, task_type: str, question: str, choices: list[str] | None, duration: float) -> Any:
+        """The constant for a question, in its task type's answer format (the ``uniform`` policy's blank
+        guess for a type the training set lacks)."""
+        key = self.source(task_type, question)
+        if key is None:
+            return fixed_guess(task_type, duration)
+        value = (self.by_question[key] if isinstance(key, tuple) else self.by_type[key])[0]
+        if task_type != "mcq":
+            return value
+        options = list(choices or [])
+        if value in options:
+            return letters(len(options))[options.index(value)]
+        letter = self.letters.get(key, "A")
+        return letter if options and letter in letters(len(options)) else "A"
+
+    def score(self, task: Task) -> float:
+        """What the constant earns on ``task`` (scored as the environment would; free-form by exact match)."""
+        if task.answer is None:
+            raise ValueError(f"task {task.id} has no answer to score the prior against")
+        guess = self.answer(task.task_type, task.question, task.choices, task.duration or 0.0)
+        scorer = get_scorer(task.task_type)
+        try:
+            prediction = scorer.parse(guess, task.choices)
+        except AnswerFormatError:
+            return 0.0
+        return float(scorer.score(prediction, task.answer, judge=ExactMatchJudge(), question=task.question))
+
+
 class PriorParams(ScriptedParams):
     train_tasks: str = Field(description="the training task file (JSON lines) whose answers make the prior")
 
@@ -97,49 +160,19 @@ class PriorPolicy(ScriptedPolicy):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         p: PriorParams = self.params  # type: ignore[assignment]
-        path = Path(p.train_tasks)
-        if not path.exists():
-            raise PolicyConfigError(f"policy 'prior': train_tasks {path} does not exist")
-        tasks = [t for t in load_tasks_jsonl(path, resolve_media=False) if t.answer is not None]
-        if not tasks:
-            raise PolicyConfigError(f"policy 'prior': {path} holds no task with an answer")
-        by_question: dict[tuple[str, str], list[Task]] = defaultdict(list)
-        by_type: dict[str, list[Task]] = defaultdict(list)
-        for task in tasks:
-            by_question[(task.task_type, question_key(task.question))].append(task)
-            by_type[task.task_type].append(task)
-        self.by_question = {k: best_constant(v) for k, v in by_question.items()}
-        self.by_type = {k: best_constant(v) for k, v in by_type.items()}
-        self.letters = {k: best_letter(v) for k, v in {**by_type, **by_question}.items()}  # type: ignore[dict-item]
-
-    def _known(self) -> tuple[Any, Any] | None:
-        """(the key the answer comes from, the constant), or None for an unseen task type."""
-        kind = self.task["task_type"]
-        key = (kind, question_key(self.task["question"]))
-        if key in self.by_question:
-            return key, self.by_question[key][0]
-        if kind in self.by_type:
-            return kind, self.by_type[kind][0]
-        return None
+        try:
+            self.table = PriorTable.from_file(p.train_tasks)
+        except (FileNotFoundError, ValueError) as exc:
+            raise PolicyConfigError(f"policy 'prior': {exc}") from None
 
     def answer(self) -> Any:
-        kind = self.task["task_type"]
-        known = self._known()
-        if known is None:
-            return fixed_guess(kind, self.duration)
-        key, value = known
-        if kind == "mcq":
-            choices = list(self.task.get("choices") or [])
-            if value in choices:
-                return letters(len(choices))[choices.index(value)]
-            letter = self.letters.get(key, "A")
-            return letter if choices and letter in letters(len(choices)) else "A"
-        return value
+        task = self.task
+        return self.table.answer(task["task_type"], task["question"], task.get("choices"), self.duration)
 
     def thought(self, action: dict[str, Any]) -> str:
-        known = self._known()
-        where = "no training task of this type" if known is None else (
+        key = self.table.source(self.task["task_type"], self.task["question"])
+        where = "no training task of this type" if key is None else (
             "the training set's best constant answer for questions worded like this one"
-            if isinstance(known[0], tuple) else "the training set's best constant answer for this task type"
+            if isinstance(key, tuple) else "the training set's best constant answer for this task type"
         )  # fmt: skip
         return f"prior policy, without looking: {where}."
