@@ -164,6 +164,17 @@ def test_the_agent_rows_decode_under_the_turn_schema_and_free_decoding_is_a_row_
     assert free["agent"][3]["constrained"] is False
 
 
+def test_the_prior_row_answers_the_held_out_set_from_the_training_set_alone(tmp_path: Path) -> None:
+    args = parse_args(["--out", str(tmp_path)])
+    tasks_file, run_dir, policy, kwargs = run_rows(args)["prior"]
+    assert (tasks_file, run_dir, policy) == (run_rows(args)["agent"][0], tmp_path / "eval" / "prior", "prior")
+    assert kwargs == {
+        "train_tasks": str(tmp_path / "synth_train" / "tasks.jsonl")
+    }  # the agent's own training set
+    cmd = _eval_cmd(args, tasks_file, run_dir, policy, kwargs)
+    assert "policy.name=prior" in cmd and f"+policy.kwargs.train_tasks={kwargs['train_tasks']}" in cmd
+
+
 def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     """The teacher's mistakes are off unless asked; with ``--event-steps 0`` phase 1 saves the agent
     itself, else it saves ``agent_sft`` and phase 2 continues from it into ``agent``."""
