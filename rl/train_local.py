@@ -218,6 +218,9 @@ def play_group(
     budget = turn_budget(task.duration, args.env.get("turns") or {})
     shaping = RewardConfig(**(args.env.get("reward") or {}))
     shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
+    prior = prior_score(
+        shaping, task
+    )  # None unless env.reward.prior_tasks is set; the same for every episode
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
         # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays
@@ -232,7 +235,6 @@ def play_group(
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
         # None: media without ground truth, or nothing (in the credit's scope) seen
         reading = reading_rate(task.media, traj.turns, shaping.reading_scope)
-        prior = prior_score(shaping, task)  # None unless env.reward.prior_tasks is set
         reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading, prior)
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
         traj.meta["prior_score"] = prior

@@ -45,16 +45,21 @@ def _truth_text(task: Task) -> Any:
     return task.answer
 
 
-def _score(task_type: str, candidate: Any, task: Task) -> float:
-    """``candidate`` (a truth of another task) scored as an answer to ``task``."""
-    if task_type == "mcq":
-        return float(candidate == _truth_text(task))
-    scorer = get_scorer(task_type)
+def _scored(answer: Any, task: Task) -> float:
+    """``answer`` scored against ``task`` as the environment would (free-form by exact match; 0 if unparsable)."""
+    scorer = get_scorer(task.task_type)
     try:
-        prediction = scorer.parse(candidate, task.choices)
+        prediction = scorer.parse(answer, task.choices)
     except AnswerFormatError:
         return 0.0
     return float(scorer.score(prediction, task.answer, judge=ExactMatchJudge(), question=task.question))
+
+
+def _score(task_type: str, candidate: Any, task: Task) -> float:
+    """``candidate`` (a truth of another task) scored as an answer to ``task``: mcq by option text."""
+    if task_type == "mcq":
+        return float(candidate == _truth_text(task))
+    return _scored(candidate, task)
 
 
 def best_constant(tasks: list[Task]) -> tuple[Any, float]:
@@ -135,13 +140,7 @@ class PriorTable:
         """What the constant earns on ``task`` (scored as the environment would; free-form by exact match)."""
         if task.answer is None:
             raise ValueError(f"task {task.id} has no answer to score the prior against")
-        guess = self.answer(task.task_type, task.question, task.choices, task.duration or 0.0)
-        scorer = get_scorer(task.task_type)
-        try:
-            prediction = scorer.parse(guess, task.choices)
-        except AnswerFormatError:
-            return 0.0
-        return float(scorer.score(prediction, task.answer, judge=ExactMatchJudge(), question=task.question))
+        return _scored(self.answer(task.task_type, task.question, task.choices, task.duration or 0.0), task)
 
 
 class PriorParams(ScriptedParams):
