@@ -2,7 +2,8 @@
 
 ``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``; ``A1+A2``
 pools runs, ``--average`` makes each task the mean of its runs, :func:`load_run`; ``--circular`` scores each
-question of a ``circular=true`` run over all rotations of its choices, :func:`circular_rows`). A run
+question of a ``circular=true`` run over all rotations of its choices, :func:`circular_rows`; ``--cluster media``
+resamples videos, each with all its questions, instead of single questions). A run
 is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
 bins, bootstrap seed and resample count, read from its summary.json or run.json) or a summary.json
 (then two runs can only be compared by whether their intervals overlap).
@@ -145,6 +146,13 @@ def compare_main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="runs made with circular=true: a question scores only when every rotation of its choices is right",
     )
+    ap.add_argument(
+        "--cluster",
+        default=None,
+        metavar="FIELD",
+        help="resample whole clusters of tasks that share this row field (media: one video's questions "
+        "together), not single tasks; they are not independent, so the interval is more honest",
+    )
     args = ap.parse_args(argv)
     if len(args.runs) > 2:
         ap.error("give one run to summarise or two to compare")
@@ -157,7 +165,7 @@ def compare_main(argv: list[str] | None = None) -> int:
             n_boot = args.n_boot or sa["bootstrap"]["n_boot"]
             seed = sa["bootstrap"]["seed"] if args.seed is None else args.seed
             names = (sa.get("name") or "A", sb.get("name") or "B")
-            print_paired(paired_compare(ra, rb, n_boot=n_boot, seed=seed, names=names))
+            print_paired(paired_compare(ra, rb, n_boot=n_boot, seed=seed, names=names, cluster=args.cluster))
         else:
             print_compare(compare(sa, sb))
     return 0

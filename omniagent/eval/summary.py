@@ -30,6 +30,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_DURATION_BINS",
     "bootstrap_ci",
+    "cluster_bootstrap_ci",
     "compare",
     "duration_bin",
     "load_summary",
@@ -75,6 +76,53 @@ def bootstrap_ci(
         if math.isfinite(lo) and math.isfinite(hi):
             break
     return {"mean": mean, "lo": lo, "hi": hi, "n": n, "method": method}
+
+
+def cluster_bootstrap_ci(
+    values: list[float] | np.ndarray,
+    clusters: list[str],
+    n_boot: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Mean of ``values`` and a bootstrap interval that resamples whole clusters (say, videos).
+
+    Why: the questions of one video share its difficulty, so they are not independent draws; resampling
+    questions one by one then gives too narrow an interval. Each resample draws clusters with replacement
+    and takes the mean over all their values (sum over sum of counts, so big clusters weigh by their
+    size, as in the plain mean). Clusters are sorted by key, so any row order gives the same interval.
+    Fewer than two clusters (or equal cluster means) give the degenerate interval [mean, mean].
+    """
+    x = np.asarray(values, dtype=float)
+    if x.size != len(clusters):
+        raise ValueError(f"{x.size} values but {len(clusters)} cluster keys")
+    if x.size == 0:
+        return {"mean": None, "lo": None, "hi": None, "n": 0, "clusters": 0}
+    keys = sorted(set(clusters))
+    index = {k: i for i, k in enumerate(keys)}
+    where = np.array([index[c] for c in clusters])
+    sums = np.bincount(where, weights=x, minlength=len(keys))
+    counts = np.bincount(where, minlength=len(keys)).astype(float)
+    mean = float(x.mean())
+    out: dict[str, Any] = {"mean": mean, "lo": mean, "hi": mean, "n": int(x.size), "clusters": len(keys)}
+    if len(keys) < 2 or n_boot <= 0 or float(np.ptp(sums / counts)) == 0.0:
+        return out
+    from scipy import stats
+
+    def ratio(s: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
+        return s.sum(axis=axis) / c.sum(axis=axis)
+
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = stats.bootstrap(
+                (sums, counts), ratio, paired=True, vectorized=True, n_resamples=int(n_boot), method=method,
+                confidence_level=level, batch=max(1, 2_000_000 // len(keys)), rng=np.random.default_rng(seed),
+            )  # fmt: skip
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            break
+    return out | {"lo": lo, "hi": hi, "method": method}
 
 
 def _fmt_seconds(edge: float) -> str:
@@ -419,19 +467,27 @@ def paired_compare(
     n_boot: int = 1000,
     seed: int = 0,
     names: tuple[str, str] = ("A", "B"),
+    cluster: str | None = None,
 ) -> dict[str, Any]:
     """Paired bootstrap of the score difference A - B over the task ids both runs scored.
 
     Pairing removes the between-task variance two unpaired intervals carry, so a real difference
     is resolved with fewer tasks; ids are sorted, so row order does not change the interval. The
     difference is resolved at 95% when its interval excludes 0. Also per task type, with its metric.
+    ``cluster`` names a row field (``"media"``): then whole clusters of tasks, keyed by A's value of that
+    field, are resampled (:func:`cluster_bootstrap_ci`); a row without the field is its own cluster.
     """
     a = {str(r.get("id")): r for r in rows_a if scorable(r)}
     b = {str(r.get("id")): r for r in rows_b if scorable(r)}
     shared = sorted(set(a) & set(b))
 
     def diff(ids: list[str]) -> dict[str, Any]:
-        ci = bootstrap_ci([a[i]["reward"] - b[i]["reward"] for i in ids], n_boot, seed)
+        deltas = [a[i]["reward"] - b[i]["reward"] for i in ids]
+        if cluster is None:
+            ci = bootstrap_ci(deltas, n_boot, seed)
+        else:
+            keys = [str(a[i].get(cluster) or f"id:{i}") for i in ids]
+            ci = cluster_bootstrap_ci(deltas, keys, n_boot, seed)
         ci["resolved"] = None if ci["mean"] is None else bool(ci["lo"] > 0 or ci["hi"] < 0)
         return ci
 
@@ -445,11 +501,13 @@ def paired_compare(
         verdict = "cannot compare: the runs share no scored task id"
     elif overall["resolved"]:
         better = name_a if overall["mean"] > 0 else name_b
-        verdict = f"{better} is better at 95% (paired bootstrap over {len(shared)} shared tasks)"
+        unit = f"clusters of tasks by {cluster}" if cluster else f"{len(shared)} shared tasks"
+        verdict = f"{better} is better at 95% (paired bootstrap over {unit})"
     else:
         verdict = f"no resolved difference at 95% (the paired interval of {name_a} - {name_b} contains 0)"
     return {
         "paired": True,
+        "cluster": cluster,
         "n_shared": len(shared),
         "only_a": len(set(a) - set(b)),
         "only_b": len(set(b) - set(a)),
@@ -469,7 +527,8 @@ def print_paired(result: dict[str, Any], console: Any = None) -> None:
         f"on {result['n_shared']} shared tasks ({result['only_a']} only in {a['name']}, "
         f"{result['only_b']} only in {b['name']}): {a['name']} {_ci(a)}   {b['name']} {_ci(b)}"
     )
-    console.print(f"{a['name']} - {b['name']}: {_ci(d)}; {result['verdict']}")
+    by = f" (resampling {d.get('clusters')} clusters by {result['cluster']})" if result.get("cluster") else ""
+    console.print(f"{a['name']} - {b['name']}: {_ci(d)}{by}; {result['verdict']}")
     for kind, v in result["by_task_type"].items():
         mark = "-" if v["resolved"] is None else ("RESOLVED" if v["resolved"] else "not resolved")
         console.print(f"  {kind} ({v['metric']}, n={v['n']}): difference {_ci(v)}  {mark}")
