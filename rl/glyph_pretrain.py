@@ -136,7 +136,7 @@ def accuracy(
     (every frame for the hue), with a 95% bootstrap CI and the number of frames."""
     import torch
 
-    from omniagent.eval.summary import bootstrap_ci
+    from omniagent.eval.intervals import bootstrap_ci
 
     hits: dict[str, list[int]] = {k: [] for k in LABELS}
     visual.eval()

@@ -79,7 +79,7 @@ def read_accuracy(
     import torch
 
     from omniagent.backends.convert import build_model_inputs
-    from omniagent.eval.summary import bootstrap_ci
+    from omniagent.eval.intervals import bootstrap_ci
     from rl.frame_captions import frame_prompt
 
     hits: dict[str, list[int]] = {}

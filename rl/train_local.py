@@ -218,9 +218,8 @@ def play_group(
     budget = turn_budget(task.duration, args.env.get("turns") or {})
     shaping = RewardConfig(**(args.env.get("reward") or {}))
     shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
-    prior = prior_score(
-        shaping, task
-    )  # None unless env.reward.prior_tasks is set; the same for every episode
+    # None unless env.reward.prior_tasks is set; one score per task, the same for every episode of the group
+    prior = prior_score(shaping, task)
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
         # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays

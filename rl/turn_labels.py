@@ -154,7 +154,7 @@ def evidence_reach(trajectories: Sequence[Trajectory], evidence_by_task: dict[st
     T s"), with bootstrap CIs. Why: an agent that never looks where the answer is scores the same
     with its media blanked, however well it reads; the teacher looks at a named time on its first turn."""
     from omniagent.backends.synth_goals import parse_goal
-    from omniagent.eval.summary import bootstrap_ci
+    from omniagent.eval.intervals import bootstrap_ci
 
     rows: dict[str, dict[str, list[float]]] = {
         "all": {"any": [], "first": []},

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from omniagent.eval.compare import compare_main
-from omniagent.eval.summary import bootstrap_ci, cluster_bootstrap_ci, paired_compare
+from omniagent.eval.intervals import bootstrap_ci, cluster_bootstrap_ci
+from omniagent.eval.summary import paired_compare
 
 
 def width(ci: dict) -> float:

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from omniagent.eval.summary import bootstrap_ci, compare, summarize
+from omniagent.eval.intervals import bootstrap_ci
+from omniagent.eval.summary import compare, summarize
 
 
 def test_bootstrap_on_known_data() -> None:

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from omniagent.eval.compare import compare_main, load_run
+from omniagent.eval.intervals import bootstrap_ci
 from omniagent.eval.results import load_rows
-from omniagent.eval.summary import bootstrap_ci, duration_order, paired_compare, summarize
+from omniagent.eval.summary import duration_order, paired_compare, summarize
 
 
 def make_rows(n: int = 60, seed: int = 1, shift: float = 0.0) -> list[dict]:

@@ -28,8 +28,8 @@ from envs.media import MediaInfo, MediaSource
 from envs.messages import text_part
 from envs.percepts import audio_parts, clip_parts, frame_parts
 from envs.tasks import LETTERS
+from omniagent.eval.intervals import bootstrap_ci
 from omniagent.eval.passive import SingleTurnContext, single_turn_episode
-from omniagent.eval.summary import bootstrap_ci
 from omniagent.policy import Policy
 from omniagent.trajectory import Trajectory
 

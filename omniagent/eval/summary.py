@@ -20,17 +20,16 @@ import json
 import math
 import os
 import re
-import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from omniagent.eval.intervals import bootstrap_ci, cluster_bootstrap_ci
+
 __all__ = [
     "DEFAULT_DURATION_BINS",
-    "bootstrap_ci",
-    "cluster_bootstrap_ci",
     "compare",
     "duration_bin",
     "load_summary",
@@ -44,85 +43,6 @@ __all__ = [
 ]
 
 DEFAULT_DURATION_BINS = (60.0, 600.0, 1800.0, 3600.0)  # edges in seconds
-
-
-def bootstrap_ci(
-    values: list[float] | np.ndarray, n_boot: int = 1000, seed: int = 0, level: float = 0.95
-) -> dict[str, Any]:
-    """Mean and bootstrap interval (BCa, :func:`scipy.stats.bootstrap`) of ``values``.
-
-    The interval depends on the values in the order given and on ``seed`` only, so callers pass
-    values sorted by task id (:func:`summarize` does): then any row order gives the same interval.
-    A sample whose values are all equal has the degenerate interval [mean, mean]; when BCa cannot be
-    computed (a skewed tiny sample) the percentile interval is used and named in ``method``.
-    """
-    x = np.asarray(values, dtype=float)
-    n = int(x.size)
-    if n == 0:
-        return {"mean": None, "lo": None, "hi": None, "n": 0}
-    mean = float(x.mean())
-    if n == 1 or n_boot <= 0 or float(np.ptp(x)) == 0.0:
-        return {"mean": mean, "lo": mean, "hi": mean, "n": n}
-    from scipy import stats
-
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # BCa's own warning: the fallback below handles it
-            res = stats.bootstrap(
-                (x,), np.mean, n_resamples=int(n_boot), method=method, confidence_level=level,
-                batch=max(1, 2_000_000 // n), rng=np.random.default_rng(seed),
-            )  # fmt: skip
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            break
-    return {"mean": mean, "lo": lo, "hi": hi, "n": n, "method": method}
-
-
-def cluster_bootstrap_ci(
-    values: list[float] | np.ndarray,
-    clusters: list[str],
-    n_boot: int = 1000,
-    seed: int = 0,
-    level: float = 0.95,
-) -> dict[str, Any]:
-    """Mean of ``values`` and a bootstrap interval that resamples whole clusters (say, videos).
-
-    Why: the questions of one video share its difficulty, so they are not independent draws; resampling
-    questions one by one then gives too narrow an interval. Each resample draws clusters with replacement
-    and takes the mean over all their values (sum over sum of counts, so big clusters weigh by their
-    size, as in the plain mean). Clusters are sorted by key, so any row order gives the same interval.
-    Fewer than two clusters (or equal cluster means) give the degenerate interval [mean, mean].
-    """
-    x = np.asarray(values, dtype=float)
-    if x.size != len(clusters):
-        raise ValueError(f"{x.size} values but {len(clusters)} cluster keys")
-    if x.size == 0:
-        return {"mean": None, "lo": None, "hi": None, "n": 0, "clusters": 0}
-    keys = sorted(set(clusters))
-    index = {k: i for i, k in enumerate(keys)}
-    where = np.array([index[c] for c in clusters])
-    sums = np.bincount(where, weights=x, minlength=len(keys))
-    counts = np.bincount(where, minlength=len(keys)).astype(float)
-    mean = float(x.mean())
-    out: dict[str, Any] = {"mean": mean, "lo": mean, "hi": mean, "n": int(x.size), "clusters": len(keys)}
-    if len(keys) < 2 or n_boot <= 0 or float(np.ptp(sums / counts)) == 0.0:
-        return out
-    from scipy import stats
-
-    def ratio(s: np.ndarray, c: np.ndarray, axis: int = -1) -> np.ndarray:
-        return s.sum(axis=axis) / c.sum(axis=axis)
-
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            res = stats.bootstrap(
-                (sums, counts), ratio, paired=True, vectorized=True, n_resamples=int(n_boot), method=method,
-                confidence_level=level, batch=max(1, 2_000_000 // len(keys)), rng=np.random.default_rng(seed),
-            )  # fmt: skip
-        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        if math.isfinite(lo) and math.isfinite(hi):
-            break
-    return out | {"lo": lo, "hi": hi, "method": method}
 
 
 def _fmt_seconds(edge: float) -> str:
