@@ -22,7 +22,8 @@ algorithm setting from the key verl reads (see :class:`Args`). One iteration:
 4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
    clip ``clip_ratio_c``, ``loss_agg_mode`` token-mean) over mini-batches of ``actor.ppo_mini_batch_size`` x
    ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``;
-   with ``actor.use_kl_loss``, plus ``kl_loss_coef`` x a per-token KL estimate to the starting model.
+   with ``actor.use_kl_loss``, plus ``kl_loss_coef`` x a per-token KL estimate to the starting model; with
+   ``local.sft_anchor``, plus the SFT loss of a few rows of the agent's SFT set per step (PPO-ptx, rl/sft_anchor.py).
 5. **Log, eval, save.** A row of ``<run_dir>/metrics.csv``; a greedy held-out eval every ``local.eval_every``;
    a complete, loadable checkpoint folder (:func:`rl.checkpoint.save_checkpoint`) with the optimizer state every
    ``local.save_every``. Started again, the run resumes from the newest checkpoint (also after ``kill -9``):
@@ -64,6 +65,7 @@ from rl.local_rollout import (
     write_metrics,
 )
 from rl.reward import RewardConfig, prior_score, reading_rate, shaped_reward
+from rl.sft_anchor import SFTAnchor
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
@@ -171,6 +173,13 @@ class Args:
             keep["task_pool"] = int(self.local["task_pool"])
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
+        anchor = self.local.get("sft_anchor") or {}
+        if anchor.get("data"):  # likewise
+            keep["sft_anchor"] = {
+                "data": str(anchor["data"]),
+                "coef": anchor.get("coef"),
+                "rows": anchor.get("rows"),
+            }
         if self.filter_metric is None:  # likewise (fields added later)
             keep.pop("filter_metric"), keep.pop("max_gen_batches")
         if not self.kl_coef:  # likewise
@@ -367,7 +376,16 @@ def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> to
     return kl_penalty(logp, ref_logp, kind)
 
 
-def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int) -> dict:
+def update(
+    model: Any,
+    opt: Any,
+    rows: list[TurnRow],
+    adv: torch.Tensor,
+    args: Args,
+    pad_id: int,
+    anchor: SFTAnchor | None = None,
+    iteration: int = 0,
+) -> dict:
     """``ppo_epochs`` passes over the rows in order, in mini-batches of ``mini_batch_rows`` turn rows (verl
     counts ``ppo_mini_batch_size x rollout.n`` rows per mini-batch); returns loss statistics.
 
@@ -378,7 +396,10 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
 
     With ``actor.use_kl_loss``, each token's loss also carries ``kl_loss_coef`` times its KL estimate to the
     reference model (verl's actor does the same): an anchor to the SFT policy for tokens, such as an
-    Observation's, whose likelihood the episode's advantage would otherwise move with answer luck."""
+    Observation's, whose likelihood the episode's advantage would otherwise move with answer luck.
+
+    With ``local.sft_anchor`` (``anchor``), each optimizer step also carries ``coef`` times the SFT loss of a few rows
+    of the SFT set (:mod:`rl.sft_anchor`, PPO-ptx): an anchor for the question types the batch does not hold."""
     params = [p for p in model.parameters() if p.requires_grad]
     size = max(1, args.mini_batch_rows)
     target_kl = args.local.get("target_kl")
@@ -388,6 +409,7 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
         "approx_kl": [],
         "grad_norm": [],
         "ref_kl": [],
+        "sft_nll": [],
     }
     steps, stopped = 0, False
     model.train()
@@ -423,10 +445,15 @@ def update(model: Any, opt: Any, rows: list[TurnRow], adv: torch.Tensor, args: A
                 stats["approx_kl"].append(kl)  # the drift that stopped the update is logged; no step taken
                 stopped = True
                 break
+            if anchor is not None:  # PPO-ptx: the SFT rows' gradient joins this step's, before the clip
+                stats["sft_nll"].append(anchor.backward(model, iteration, steps))
             grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             opt.step()
             steps += 1
-            for key, value in zip(stats, (total, clipfrac, kl, float(grad_norm), ref_kl), strict=True):
+            done = (total, clipfrac, kl, float(grad_norm), ref_kl)
+            for key, value in zip(
+                ("loss", "clipfrac", "approx_kl", "grad_norm", "ref_kl"), done, strict=True
+            ):
                 stats[key].append(value)
         if stopped:
             break
@@ -459,6 +486,7 @@ METRICS = (
     "frames", "entropy_turn_mean", "entropy_turn_std", "weight_mean", "weight_std", "weight_min", "weight_max",
     "adv_abs_mean", "adv_finite", "loss", "clipfrac", "approx_kl", "grad_norm", "opt_steps", "kl_stop",
     "param_delta", "eval_reward", "seconds", "groups_played", "groups_flat", "gen_batches", "reading", "ref_kl",
+    "sft_nll",
 )  # fmt: skip
 
 
@@ -570,6 +598,7 @@ def train(cfg: DictConfig) -> Path:
     )
     # the KL anchor is the model the run started from (not a resumed checkpoint), frozen
     ref_model = load_policy(args.model, args).model.requires_grad_(False).eval() if args.kl_coef else None
+    anchor = SFTAnchor.from_local(local, encoder, args.model)  # None unless local.sft_anchor.data is set
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay)
     start = 0
@@ -603,7 +632,7 @@ def train(cfg: DictConfig) -> Path:
         append_rollouts(run_dir / "rollouts.jsonl", trajs, rows, adv.weights, it + 1)
         # 4. PPO-clip update
         before = [p.detach().clone() for p in model.parameters() if p.requires_grad]
-        losses = update(model, opt, rows, adv.advantages, args, encoder.pad_id)
+        losses = update(model, opt, rows, adv.advantages, args, encoder.pad_id, anchor, it)
         after = [p.detach() for p in model.parameters() if p.requires_grad]
         delta = math.sqrt(sum(float(((a - b) ** 2).sum()) for a, b in zip(after, before, strict=True)))
         # 5. log, eval, save

@@ -518,6 +518,98 @@ def test_kl_anchor_is_the_starting_model_also_after_resume(
     assert len(rows) == 3 and float(rows[2]["ref_kl"]) > 0.5
 
 
+@pytest.fixture(scope="module")
+def sft_parquet(oracle_turns, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The oracle's episode (frames, then the right answer) exported as SFT rows, as rl/sft_export writes them."""
+    from rl.sft_export import export_parquet
+
+    traj = oracle_turns[3]
+    path = tmp_path_factory.mktemp("anchor") / "train.parquet"
+    assert export_parquet([traj], path) == len(traj.turns) >= 2
+    return path
+
+
+def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
+    oracle_turns, cfg_tiny, sft_parquet: Path
+) -> None:
+    """With zero advantages and no KL the PPO term has no gradient: the policy moves only with the anchor, and
+    each step lowers the anchor rows' NLL (logged as sft_nll)."""
+    from rl.sft_anchor import SFTAnchor
+
+    policy, encoder, _, _, turns = oracle_turns
+    base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.05, mini_batch_rows=len(turns), kl_coef=0.0)
+    zero = torch.zeros(len(turns), max(8, *(int(r.item["input_ids"].shape[-1]) for r in turns)))
+    anchor = SFTAnchor(
+        str(sft_parquet), 1.0, 99, 0, encoder, str(policy.model.name_or_path)
+    )  # every row, each step
+
+    def run(with_anchor: SFTAnchor | None, steps: int) -> tuple[list[float], float]:
+        model = copy.deepcopy(policy.model)
+        rows = [copy.copy(r) for r in turns]
+        score_rows(model, rows, encoder.pad_id)
+        opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=base.lr)
+        before = [p.detach().clone() for p in model.parameters()]
+        nll = [
+            update(model, opt, rows, zero, base, encoder.pad_id, with_anchor, k)["sft_nll"]
+            for k in range(steps)
+        ]
+        moved = sum(
+            float((p.detach() - b).abs().sum()) for p, b in zip(model.parameters(), before, strict=True)
+        )
+        return nll, moved
+
+    nll, moved = run(None, 1)
+    assert nll == [0.0] and moved == 0.0  # no anchor, no advantage: nothing to follow
+    nll, moved = run(anchor, 4)
+    assert moved > 0 and nll[0] > 1.0  # random weights: the oracle's turns are unlikely
+    assert all(b < a for a, b in zip(nll, nll[1:], strict=False))  # each step makes the SFT rows likelier
+
+
+def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, sft_parquet: Path) -> None:
+    from rl.sft_anchor import SFTAnchor
+
+    policy, encoder = oracle_turns[0], oracle_turns[1]
+    path = str(policy.model.name_or_path)
+    one, two = (SFTAnchor(str(sft_parquet), 0.5, 1, 7, encoder, path) for _ in range(2))
+    # an anchor row is the rollout row of the same turn, token for token
+    for k, turn in enumerate(oracle_turns[4]):
+        row = one.dataset[k]
+        assert torch.equal(row["input_ids"], turn.item["input_ids"])
+        assert torch.equal(row["loss_mask"], turn.item["loss_mask"])
+        assert torch.equal(row["position_ids"], turn.item["position_ids"])
+    draws = [one.indices(it, step) for it in range(3) for step in range(4)]
+    assert draws == [
+        two.indices(it, step) for it in range(3) for step in range(4)
+    ]  # resume draws the same rows
+    assert len({tuple(d) for d in draws}) == len(one.dataset)  # and every row gets drawn
+    every = SFTAnchor(str(sft_parquet), 0.5, 99, 7, encoder, path).indices(
+        0, 0
+    )  # capped, without replacement
+    assert sorted(every) == list(range(len(one.dataset)))
+    assert SFTAnchor.from_local({"seed": 0, "sft_anchor": {"data": None}}, encoder, path) is None
+    with pytest.raises(ValueError, match=r"sft_anchor\.coef"):
+        SFTAnchor(str(sft_parquet), 0.0, 2, 0, encoder, path)
+    with pytest.raises(ValueError, match=r"sft_anchor\.rows"):
+        SFTAnchor(str(sft_parquet), 0.5, 0, 0, encoder, path)
+    with pytest.raises(FileNotFoundError, match="sft_export|tiny_recipe"):
+        SFTAnchor(str(sft_parquet) + ".missing", 0.5, 2, 0, encoder, path)
+
+
+def test_sft_anchor_run_logs_its_nll_and_belongs_to_the_resume_fingerprint(
+    train_tasks: Path, random_dir: Path, sft_parquet: Path, tmp_path: Path
+) -> None:
+    over = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            f"local.run_dir={tmp_path}", f"local.sft_anchor.data={sft_parquet}", "local.iterations=1"]  # fmt: skip
+    rows = _read(train(compose_config(over)))
+    assert len(rows) == 1 and math.isfinite(float(rows[0]["sft_nll"])) and float(rows[0]["sft_nll"]) > 0
+    plain = _read(train(compose_config([*SMALL, f"actor_rollout_ref.model.path={random_dir}",
+                                        f"local.train_tasks={train_tasks}", f"local.run_dir={tmp_path / 'plain'}",
+                                        "local.iterations=1"])))  # fmt: skip
+    assert float(plain[0]["sft_nll"]) == 0.0  # off by default
+    with pytest.raises(ValueError, match="other settings"):  # another anchor weight is another run
+        train(compose_config([*over[:-1], "local.iterations=2", "local.sft_anchor.coef=0.25"]))
+
+
 @pytest.mark.parametrize("mode", ["grpo", "oracle", "ig"])
 def test_one_iteration_per_weight_mode_logs_its_turn_weights(
     train_tasks: Path, random_dir: Path, tmp_path: Path, mode: str
