@@ -45,6 +45,7 @@ class SFTAnchor:
         if len(self.dataset) == 0:
             raise ValueError(f"local.sft_anchor.data={data} holds no rows")
         self.dataset.image_pixels, self.dataset.video_pixels = encoder.image_pixels, encoder.video_pixels
+        self.dataset.rope = encoder.rope  # the rollout rows' TMRoPE positions, from the policy's own config
         self.coef, self.rows, self.seed, self.pad_id = float(coef), int(rows), int(seed), encoder.pad_id
 
     @classmethod

@@ -598,7 +598,8 @@ def train(cfg: DictConfig) -> Path:
     )
     # the KL anchor is the model the run started from (not a resumed checkpoint), frozen
     ref_model = load_policy(args.model, args).model.requires_grad_(False).eval() if args.kl_coef else None
-    anchor = SFTAnchor.from_local(local, encoder, args.model)  # None unless local.sft_anchor.data is set
+    # None unless local.sft_anchor.data is set; the loaded folder, as args.model may be an alias ("tiny")
+    anchor = SFTAnchor.from_local(local, encoder, str(model.name_or_path))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay)
     start = 0
