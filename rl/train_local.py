@@ -376,6 +376,35 @@ def kl_to_reference(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> to
     return kl_penalty(logp, ref_logp, kind)
 
 
+def mini_batch_backward(
+    model: Any, batch: list[TurnRow], adv: torch.Tensor, args: Args, pad_id: int
+) -> dict[str, float]:
+    """Accumulate one mini-batch's PPO-clip (+ KL) loss gradients, a forward pass per turn row; returns the
+    mini-batch's loss, clip fraction, approx. KL to the rollout policy and KL to the reference (per token)."""
+    tokens = sum(float(row.mask.sum()) for row in batch)
+    seqs = sum(1 for row in batch if row.mask.sum() > 0)
+    total = clipfrac = kl = ref_kl = 0.0
+    for row, row_adv in zip(batch, adv, strict=True):
+        logp, _, mask = forward_stats(model, collate([row.item], pad_id), with_grad=True)
+        old, row_adv = row.old_logp.to(logp.device), row_adv[: mask.shape[0]].to(logp.device)
+        loss, was_clipped, neg_log_ratio = ppo_clip_loss(logp, old, row_adv, args)
+        if args.kl_coef:
+            to_ref = kl_to_reference(logp, row.ref_logp.to(logp.device), args.kl_type)
+            loss = loss + args.kl_coef * to_ref
+            ref_kl += float((to_ref.detach() * mask).sum()) / max(tokens, 1.0)
+        if args.loss_agg_mode == "token-mean":
+            row_loss = (loss * mask).sum() / max(tokens, 1.0)
+        elif args.loss_agg_mode == "seq-mean-token-mean":
+            row_loss = (loss * mask).sum() / max(float(mask.sum()), 1.0) / max(seqs, 1)
+        else:
+            raise ValueError(f"loss_agg_mode {args.loss_agg_mode!r}: use token-mean or seq-mean-token-mean")
+        row_loss.backward()
+        total += float(row_loss.detach())
+        clipfrac += float((was_clipped * mask).sum()) / max(tokens, 1.0)
+        kl += float((neg_log_ratio.detach() * mask).sum()) / max(tokens, 1.0)
+    return {"loss": total, "clipfrac": clipfrac, "approx_kl": kl, "ref_kl": ref_kl}
+
+
 def update(
     model: Any,
     opt: Any,
@@ -415,45 +444,20 @@ def update(
     model.train()
     for _ in range(args.ppo_epochs):
         for start in range(0, len(rows), size):
-            batch = list(range(start, min(start + size, len(rows))))
-            tokens = sum(float(rows[i].mask.sum()) for i in batch)
-            seqs = sum(1 for i in batch if rows[i].mask.sum() > 0)
+            stop = min(start + size, len(rows))
             opt.zero_grad(set_to_none=True)
-            total = clipfrac = kl = ref_kl = 0.0
-            for i in batch:
-                row = rows[i]
-                logp, _, mask = forward_stats(model, collate([row.item], pad_id), with_grad=True)
-                old, row_adv = row.old_logp.to(logp.device), adv[i, : mask.shape[0]].to(logp.device)
-                loss, was_clipped, neg_log_ratio = ppo_clip_loss(logp, old, row_adv, args)
-                if args.kl_coef:
-                    to_ref = kl_to_reference(logp, row.ref_logp.to(logp.device), args.kl_type)
-                    loss = loss + args.kl_coef * to_ref
-                    ref_kl += float((to_ref.detach() * mask).sum()) / max(tokens, 1.0)
-                if args.loss_agg_mode == "token-mean":
-                    row_loss = (loss * mask).sum() / max(tokens, 1.0)
-                elif args.loss_agg_mode == "seq-mean-token-mean":
-                    row_loss = (loss * mask).sum() / max(float(mask.sum()), 1.0) / max(seqs, 1)
-                else:
-                    raise ValueError(
-                        f"loss_agg_mode {args.loss_agg_mode!r}: use token-mean or seq-mean-token-mean"
-                    )
-                row_loss.backward()
-                total += float(row_loss.detach())
-                clipfrac += float((was_clipped * mask).sum()) / max(tokens, 1.0)
-                kl += float((neg_log_ratio.detach() * mask).sum()) / max(tokens, 1.0)
-            if target_kl is not None and kl > float(target_kl):
-                stats["approx_kl"].append(kl)  # the drift that stopped the update is logged; no step taken
+            done = mini_batch_backward(model, rows[start:stop], adv[start:stop], args, pad_id)
+            if target_kl is not None and done["approx_kl"] > float(target_kl):
+                # the drift that stopped the update is logged; no step taken
+                stats["approx_kl"].append(done["approx_kl"])
                 stopped = True
                 break
             if anchor is not None:  # PPO-ptx: the SFT rows' gradient joins this step's, before the clip
                 stats["sft_nll"].append(anchor.backward(model, iteration, steps))
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
+            done["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, args.grad_clip))
             opt.step()
             steps += 1
-            done = (total, clipfrac, kl, float(grad_norm), ref_kl)
-            for key, value in zip(
-                ("loss", "clipfrac", "approx_kl", "grad_norm", "ref_kl"), done, strict=True
-            ):
+            for key, value in done.items():
                 stats[key].append(value)
         if stopped:
             break
@@ -598,8 +602,7 @@ def train(cfg: DictConfig) -> Path:
     )
     # the KL anchor is the model the run started from (not a resumed checkpoint), frozen
     ref_model = load_policy(args.model, args).model.requires_grad_(False).eval() if args.kl_coef else None
-    # None unless local.sft_anchor.data is set; the loaded folder, as args.model may be an alias ("tiny")
-    anchor = SFTAnchor.from_local(local, encoder, str(model.name_or_path))
+    anchor = SFTAnchor.from_local(local, encoder)  # None unless local.sft_anchor.data is set
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, betas=args.betas, weight_decay=args.weight_decay)
     start = 0

@@ -539,9 +539,7 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
     policy, encoder, _, _, turns = oracle_turns
     base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.05, mini_batch_rows=len(turns), kl_coef=0.0)
     zero = torch.zeros(len(turns), max(8, *(int(r.item["input_ids"].shape[-1]) for r in turns)))
-    anchor = SFTAnchor(
-        str(sft_parquet), 1.0, 99, 0, encoder, str(policy.model.name_or_path)
-    )  # every row, each step
+    anchor = SFTAnchor(str(sft_parquet), 1.0, 99, 0, encoder)  # every row, each step
 
     def run(with_anchor: SFTAnchor | None, steps: int) -> tuple[list[float], float]:
         model = copy.deepcopy(policy.model)
@@ -568,31 +566,28 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
 def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, sft_parquet: Path) -> None:
     from rl.sft_anchor import SFTAnchor
 
-    policy, encoder = oracle_turns[0], oracle_turns[1]
-    path = str(policy.model.name_or_path)
-    one, two = (SFTAnchor(str(sft_parquet), 0.5, 1, 7, encoder, path) for _ in range(2))
+    encoder = oracle_turns[1]
+    one, two = (SFTAnchor(str(sft_parquet), 0.5, 1, 7, encoder) for _ in range(2))
     # an anchor row is the rollout row of the same turn, token for token
     for k, turn in enumerate(oracle_turns[4]):
-        row = one.dataset[k]
+        row = one.item(k)
         assert torch.equal(row["input_ids"], turn.item["input_ids"])
         assert torch.equal(row["loss_mask"], turn.item["loss_mask"])
         assert torch.equal(row["position_ids"], turn.item["position_ids"])
     draws = [one.indices(it, step) for it in range(3) for step in range(4)]
-    assert draws == [
-        two.indices(it, step) for it in range(3) for step in range(4)
-    ]  # resume draws the same rows
-    assert len({tuple(d) for d in draws}) == len(one.dataset)  # and every row gets drawn
-    every = SFTAnchor(str(sft_parquet), 0.5, 99, 7, encoder, path).indices(
-        0, 0
-    )  # capped, without replacement
-    assert sorted(every) == list(range(len(one.dataset)))
-    assert SFTAnchor.from_local({"seed": 0, "sft_anchor": {"data": None}}, encoder, path) is None
+    # resume draws the same rows, and every row gets drawn
+    assert draws == [two.indices(it, step) for it in range(3) for step in range(4)]
+    assert len({tuple(d) for d in draws}) == len(one)
+    # capped at the set's size, without replacement
+    every = SFTAnchor(str(sft_parquet), 0.5, 99, 7, encoder).indices(0, 0)
+    assert sorted(every) == list(range(len(one)))
+    assert SFTAnchor.from_local({"seed": 0, "sft_anchor": {"data": None}}, encoder) is None
     with pytest.raises(ValueError, match=r"sft_anchor\.coef"):
-        SFTAnchor(str(sft_parquet), 0.0, 2, 0, encoder, path)
+        SFTAnchor(str(sft_parquet), 0.0, 2, 0, encoder)
     with pytest.raises(ValueError, match=r"sft_anchor\.rows"):
-        SFTAnchor(str(sft_parquet), 0.5, 0, 0, encoder, path)
+        SFTAnchor(str(sft_parquet), 0.5, 0, 0, encoder)
     with pytest.raises(FileNotFoundError, match="sft_export|tiny_recipe"):
-        SFTAnchor(str(sft_parquet) + ".missing", 0.5, 2, 0, encoder, path)
+        SFTAnchor(str(sft_parquet) + ".missing", 0.5, 2, 0, encoder)
 
 
 def test_sft_anchor_run_logs_its_nll_and_belongs_to_the_resume_fingerprint(
