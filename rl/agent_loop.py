@@ -65,6 +65,7 @@ from rl.reward import (
     ReadingScope,
     RewardConfig,
     TurnText,
+    answer_closeness,
     percept_spans,
     prior_score,
     reading_rate,
@@ -212,6 +213,9 @@ class EpisodeTally:
     media: str = ""  # the task's media: its ground truth, when synthetic, scores the Observations
     turns: list[TurnText] = field(default_factory=list)  # what each turn wrote and was served
     prior: float | None = None  # what the no-look prior earns on the task (env.reward.prior_tasks), else None
+    task_type: str = ""  # with the truth, what env.reward.num_credit grades the answer against
+    truth: Any = None
+    answer: Any = None  # the parsed answer, once the episode has answered
 
     def step(self, reward: float, terminated: bool, info: dict[str, Any], server_extra: Any) -> None:
         parsed = info.get("parsed") or {}
@@ -229,6 +233,7 @@ class EpisodeTally:
             self.spans += percept_spans(info.get("action_type"), info.get("timestamps") or [])
         if terminated:
             self.env_reward, self.answered = float(reward), True
+            self.answer = info.get("answer")
         for key in ("min_global_steps", "max_global_steps", "global_steps"):
             value = (server_extra or {}).get(key)
             if value is not None:
@@ -313,6 +318,8 @@ class OmniAgentLoop(AgentLoopBase):
             evidence=task.evidence,
             media=task.media,
             prior=prior_score(self.settings.reward, task),
+            task_type=task.task_type,
+            truth=task.answer,
         )
         episode_fields = {"session_id": session_id, "task_id": task.id, "turn_budget": budget}
         outputs: list[AgentLoopOutput] = []
@@ -409,8 +416,18 @@ class OmniAgentLoop(AgentLoopBase):
         reward_cfg = self.settings.reward
         # the reading credit: synthetic media only, and only computed when it is paid
         reading = tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
+        close = answer_closeness(
+            reward_cfg, tally.task_type, tally.answer, tally.truth
+        )  # None unless num_credit
         final = shaped_reward(
-            tally.env_reward, tally.format_errors, tally.answered, reward_cfg, seen, reading, tally.prior
+            tally.env_reward,
+            tally.format_errors,
+            tally.answered,
+            reward_cfg,
+            seen,
+            reading,
+            tally.prior,
+            close,
         )
         reward_info = {
             "acc": tally.env_reward,

@@ -35,10 +35,19 @@ Why: on the synthetic set that constant scores about 0.21, above every agent tra
 never looks"), and RL's gains over SFT moved answers toward it; with this, an answer no better than the constant
 earns nothing, so only what perception adds is paid. A plain per-task offset would change nothing under a
 group-relative advantage (the group mean absorbs it); the floor at 0 is what makes it a different reward.
+
+``num_credit`` grades number and size answers by how many orders of magnitude they are off (:func:`closeness`):
+the credit times ``1 - |ln((1 + answer) / (1 + truth))| / ln(num_credit_span)``, floored at 0. Why: the score of
+these tasks (MRA) is 0 for any answer more than 50% off, so a policy whose answers are all far off earns the same
+0 on every episode of a group and GRPO has nothing to rank. Measured on the shipped tiny agent: it answers a beep's
+pitch (500-2800 Hz) with the question's timestamp (14, 24, 4.66), and all 536 pitch rollouts of batch 13's three
+TAURA runs scored 0, although about one in ten answered 100 Hz or more. The credit is monotone in the error, as MRA
+is, so it points the same way and only adds a slope where MRA is flat. It is paid under the same gate as the score.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -76,12 +85,17 @@ class RewardConfig:
     reading_scope: ReadingScope = "all"
     # a training task file: the score counts only above what its no-look prior answer earns, max(0, score - prior)
     prior_tasks: str | None = None
+    # a graded credit for number and size answers: num_credit x closeness to the truth on a log scale (see above)
+    num_credit: float = 0.0
+    num_credit_span: float = 1000.0  # the answer/truth ratio (either way) at which the closeness reaches 0
 
     def __post_init__(self) -> None:
         if self.reading_scope not in get_args(ReadingScope):
             raise ValueError(
                 f"env.reward.reading_scope must be one of {get_args(ReadingScope)}, not {self.reading_scope!r}"
             )
+        if self.num_credit_span <= 1.0:
+            raise ValueError(f"env.reward.num_credit_span must be above 1, not {self.num_credit_span}")
         if self.prior_tasks is not None:
             prior_table(self.prior_tasks)  # a missing or empty file fails at start, not in the first rollout
 
@@ -100,6 +114,31 @@ def prior_score(cfg: RewardConfig, task: Task) -> float | None:
     if cfg.prior_tasks is None or task.answer is None:
         return None
     return prior_table(cfg.prior_tasks).score(task)
+
+
+NUMBER_TYPES = ("num", "size")  # the task types num_credit grades
+
+
+def closeness(answer: Any, truth: Any, span: float) -> float | None:
+    """How close a number answer is to the truth on a log scale: 1 when equal, falling linearly in
+    ``|ln((1 + answer) / (1 + truth))|`` to 0 at a ratio of ``span`` (negatives count as 0). The ``1 +`` keeps
+    counts of 0 finite. None when either is not a finite number (a missing or unparsed answer)."""
+    try:
+        a, t = float(answer), float(truth)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(a) and math.isfinite(t)) or isinstance(answer, bool):
+        return None
+    gap = abs(math.log1p(max(a, 0.0)) - math.log1p(max(t, 0.0)))
+    return max(0.0, 1.0 - gap / math.log(span))
+
+
+def answer_closeness(cfg: RewardConfig, task_type: str, answer: Any, truth: Any) -> float | None:
+    """:func:`closeness` of an episode's answer when ``num_credit`` is set and the task is a number or size
+    question; else None (nothing to grade)."""
+    if not cfg.num_credit or task_type not in NUMBER_TYPES:
+        return None
+    return closeness(answer, truth, cfg.num_credit_span)
 
 
 def percept_spans(
@@ -132,6 +171,7 @@ def shaped_reward(
     evidence_seen: bool | None = None,
     reading: float | None = None,
     prior: float | None = None,
+    close: float | None = None,
 ) -> float:
     """The environment's score (zero under ``evidence_gate`` when the evidence was never served; only its part
     above ``prior``, floored at 0, when given), plus ``evidence_bonus`` when the evidence was served, plus
@@ -139,11 +179,15 @@ def shaped_reward(
 
     ``evidence_seen`` is None for a task without evidence: neither the gate nor the bonus has anything to test.
     ``reading`` (:func:`reading_rate`) is None for media without a ground truth or an episode that saw nothing.
-    ``prior`` (:func:`prior_score`) is None unless ``prior_tasks`` is set."""
+    ``prior`` (:func:`prior_score`) is None unless ``prior_tasks`` is set. ``close`` (:func:`answer_closeness`)
+    adds ``num_credit`` times it, under the same gate as the score."""
     looked = evidence_seen is not False  # a task without evidence is never gated ...
-    reward = float(env_reward) if looked or not cfg.evidence_gate else 0.0
+    paid = looked or not cfg.evidence_gate
+    reward = float(env_reward) if paid else 0.0
     if prior is not None:
         reward = max(0.0, reward - float(prior))
+    if close is not None and paid:
+        reward += cfg.num_credit * float(close)
     if evidence_seen:  # ... nor paid for a look it cannot check
         reward += cfg.evidence_bonus
     if reading is not None:

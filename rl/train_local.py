@@ -64,7 +64,7 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
-from rl.reward import RewardConfig, prior_score, reading_rate, shaped_reward
+from rl.reward import RewardConfig, answer_closeness, prior_score, reading_rate, shaped_reward
 from rl.sft_anchor import SFTAnchor
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
@@ -243,10 +243,14 @@ def play_group(
         seen = touched_evidence(traj, task.evidence) if task.evidence else None  # None: nothing to test
         # None: media without ground truth, or nothing (in the credit's scope) seen
         reading = reading_rate(task.media, traj.turns, shaping.reading_scope)
-        reward = shaped_reward(traj.reward or 0.0, errors, traj.answered, shaping, seen, reading, prior)
+        close = answer_closeness(shaping, task.task_type, traj.answer, task.answer)  # None unless num_credit
+        reward = shaped_reward(
+            traj.reward or 0.0, errors, traj.answered, shaping, seen, reading, prior, close
+        )
         traj.meta["shaped_reward"], traj.meta["evidence_seen"] = reward, seen is not False
         traj.meta["prior_score"] = prior
         traj.meta["reading"] = reading
+        traj.meta["closeness"] = close
         traj.meta["task_id"] = task.id  # the episode id names only its group
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(

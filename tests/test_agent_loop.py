@@ -256,6 +256,23 @@ def test_the_prior_floor_reaches_every_turns_reward(tmp_path):
     assert outputs[0].extra_fields["env_reward"] == 1.0  # the environment's own score is kept beside it
 
 
+def test_the_num_credit_grades_the_answer_the_episode_gave(tmp_path):
+    """``env.reward.num_credit`` in verl's agent loop: the tally keeps the parsed answer of the answering step
+    and the task's truth, and every turn's row gets the credit for its closeness (tests/test_reward.py grades it)."""
+    loop = object.__new__(al.OmniAgentLoop)
+    loop.settings = al.EnvSettings(reward=al.RewardConfig(num_credit=0.5))
+    tally = al.EpisodeTally(budget=3, task_type="num", truth=2000.0)
+    tally.step(0.0, False, {"action_type": "get_audio", "timestamps": [1.0, 2.0]}, None)
+    assert tally.answer is None
+    tally.step(0.0, True, {"action_type": "answer", "timestamps": [], "answer": 240.0}, None)
+    outputs = loop._finish([SimpleNamespace(extra_fields={}) for _ in range(2)], tally)
+    expected = 0.5 * al.answer_closeness(loop.settings.reward, "num", 240.0, 2000.0)
+    assert 0.0 < expected < 0.5 and [o.reward_score for o in outputs] == pytest.approx([expected, expected])
+    mcq = al.EpisodeTally(budget=3, task_type="mcq", truth="B")
+    mcq.step(1.0, True, {"action_type": "answer", "timestamps": [], "answer": "B"}, None)
+    assert loop._finish([SimpleNamespace(extra_fields={})], mcq)[0].reward_score == 1.0  # not graded
+
+
 def test_turn_budget_reward_and_settings(cfg):
     turns = al.TurnBudgetConfig(min=5, max=10, dynamic_by_duration=True, seconds_per_extra_turn=60)
     assert [al.turn_budget(d, turns) for d in (20, 60, 299, 3600, None)] == [5, 6, 9, 10, 5]

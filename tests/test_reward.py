@@ -5,11 +5,13 @@ its Observations with an item left out, an item added, or nothing described."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from envs.env import OmniVideoEnv
+from envs.scoring import mean_relative_accuracy
 from envs.synth import generate_benchmark
 from envs.tasks import Task, save_tasks_jsonl
 from omniagent.backends.synth_world import SynthWorld, percept_from_record
@@ -19,6 +21,8 @@ from omniagent.trajectory import Trajectory, TurnRecord
 from rl.reward import (
     RewardConfig,
     TurnText,
+    answer_closeness,
+    closeness,
     percept_spans,
     prior_score,
     reading_rate,
@@ -266,3 +270,31 @@ def test_the_prior_floor_pays_only_the_score_above_the_no_look_constant(tmp_path
     assert prior_score(cfg, tasks[2].model_copy(update={"answer": None})) is None
     with pytest.raises(ValueError, match="prior_tasks: training task file .* does not exist"):
         RewardConfig(prior_tasks=str(tmp_path / "none.jsonl"))
+
+
+def test_num_credit_grades_number_answers_on_a_log_scale_where_mra_is_flat() -> None:
+    # a pitch question (truth 2000 Hz) answered with timestamps or with pitches: MRA is 0 for all but the last
+    answers = [14.0, 240.0, 900.0, 2000.0]
+    assert [mean_relative_accuracy(a, 2000.0) for a in answers[:3]] == [0.0, 0.0, 0.0]
+    close = [closeness(a, 2000.0, 1000.0) for a in answers]
+    assert (
+        close == sorted(close)
+        and close[-1] == 1.0
+        and close[0] == pytest.approx(1 - math.log(2001 / 15) / math.log(1000))
+    )
+    assert closeness(2000.0 * 1000 - 1, 2000.0, 1000.0) == pytest.approx(0.0, abs=1e-3)  # the span: 0
+    assert closeness(-5.0, 0.0, 1000.0) == 1.0  # a negative count is read as 0; the 1 + keeps 0 finite
+    assert closeness(None, 3.0, 10.0) is None and closeness("abc", 3.0, 10.0) is None
+    assert closeness(True, 1.0, 10.0) is None  # a boolean is not a number answer
+    cfg = RewardConfig(num_credit=0.5, evidence_gate=True)
+    assert answer_closeness(cfg, "mcq", "B", "B") is None  # only number and size questions are graded
+    assert answer_closeness(RewardConfig(), "num", 14.0, 2000.0) is None  # off by default
+    c = answer_closeness(cfg, "size", 20.0, 22.0)
+    assert c == pytest.approx(closeness(20.0, 22.0, 1000.0))
+    assert shaped_reward(0.0, 0, True, cfg, True, close=c) == pytest.approx(0.5 * c)
+    assert shaped_reward(0.0, 0, True, cfg, False, close=c) == 0.0  # paid under the same gate as the score
+    assert (
+        shaped_reward(1.0, 0, True, RewardConfig(num_credit=0.5), None, close=1.0) == 1.5
+    )  # no evidence: no gate
+    with pytest.raises(ValueError, match="num_credit_span must be above 1"):
+        RewardConfig(num_credit=0.5, num_credit_span=1.0)

@@ -31,6 +31,7 @@ from omniagent.trajectory import Trajectory
 from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
 from rl.info_gain import answer_entropy, information_gains
 from rl.local_rollout import TurnEncoder, TurnRow
+from rl.reward import closeness
 from rl.train_local import (
     Args,
     RecordingPolicy,
@@ -276,6 +277,36 @@ def test_prior_tasks_pays_a_right_answer_only_above_the_no_look_constant(
     (traj,), rows = play_group(oracle, encoder, OmniVideoEnv(), task, args, group=0, seed=0)
     assert traj.reward == 1.0 and traj.meta["prior_score"] == (1.0 if prior_right else 0.0)
     assert traj.meta["shaped_reward"] == expected and all(r.reward == expected for r in rows)
+
+
+def test_num_credit_pays_a_number_answer_its_closeness_to_the_truth(
+    oracle_turns, train_tasks: Path, random_dir: Path
+) -> None:
+    """A count question (the training task recast, truth 20) answered by the uniform scan's fixed guess, 0: MRA
+    pays nothing, the credit pays its closeness on a log scale."""
+    _, encoder, task, _, _ = oracle_turns
+    pitch = task.model_copy(update={"task_type": "num", "choices": None, "answer": 20.0})
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "actor_rollout_ref.rollout.n=1", "env.turns.min=4", "env.turns.max=4"]  # fmt: skip
+    args = Args.from_config(compose_config([*base, "env.reward.num_credit=0.5"]))
+    assert args.fingerprint()["env"]["reward"]["num_credit"] == 0.5  # a resume must match it
+    (traj,), rows = play_group(make_policy("uniform"), encoder, OmniVideoEnv(), pitch, args, group=0, seed=0)
+    expected = closeness(traj.answer, 20.0, 1000.0)
+    assert traj.reward == 0.0 and expected is not None and 0.0 < expected < 1.0
+    assert traj.meta["closeness"] == expected
+    assert traj.meta["shaped_reward"] == pytest.approx(0.5 * expected) and all(
+        r.reward == traj.meta["shaped_reward"] for r in rows
+    )
+    (plain,), _ = play_group(
+        make_policy("uniform"),
+        encoder,
+        OmniVideoEnv(),
+        pitch,
+        Args.from_config(compose_config(base)),
+        group=0,
+        seed=0,
+    )
+    assert plain.meta["closeness"] is None and plain.meta["shaped_reward"] == 0.0  # off by default
 
 
 def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly(
