@@ -416,9 +416,8 @@ class OmniAgentLoop(AgentLoopBase):
         reward_cfg = self.settings.reward
         # the reading credit: synthetic media only, and only computed when it is paid
         reading = tally.reading(reward_cfg.reading_scope) if reward_cfg.reading_credit else None
-        close = answer_closeness(
-            reward_cfg, tally.task_type, tally.answer, tally.truth
-        )  # None unless num_credit
+        # the number credit's closeness: None unless num_credit is set and the task asks for a number
+        close = answer_closeness(reward_cfg, tally.task_type, tally.answer, tally.truth)
         final = shaped_reward(
             tally.env_reward,
             tally.format_errors,

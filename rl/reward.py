@@ -40,8 +40,8 @@ group-relative advantage (the group mean absorbs it); the floor at 0 is what mak
 the credit times ``1 - |ln((1 + answer) / (1 + truth))| / ln(num_credit_span)``, floored at 0. Why: the score of
 these tasks (MRA) is 0 for any answer more than 50% off, so a policy whose answers are all far off earns the same
 0 on every episode of a group and GRPO has nothing to rank. Measured on the shipped tiny agent: it answers a beep's
-pitch (500-2800 Hz) with the question's timestamp (14, 24, 4.66), and all 536 pitch rollouts of batch 13's three
-TAURA runs scored 0, although about one in ten answered 100 Hz or more. The credit is monotone in the error, as MRA
+pitch (500-2800 Hz) with the question's timestamp (14, 24, 4.66), and 533 of the 536 pitch rollouts of batch 13's
+three TAURA runs scored 0, although about one in ten answered 100 Hz or more. The credit is monotone in the error, as MRA
 is, so it points the same way and only adds a slope where MRA is flat. It is paid under the same gate as the score.
 """
 
@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal, get_args
 
+from envs.scoring import AnswerFormatError, NumScorer
 from envs.tasks import Task
 from omniagent.backends.prior import PriorTable
 from omniagent.backends.synth_world import (
@@ -123,11 +124,9 @@ def closeness(answer: Any, truth: Any, span: float) -> float | None:
     """How close a number answer is to the truth on a log scale: 1 when equal, falling linearly in
     ``|ln((1 + answer) / (1 + truth))|`` to 0 at a ratio of ``span`` (negatives count as 0). The ``1 +`` keeps
     counts of 0 finite. None when either is not a finite number (a missing or unparsed answer)."""
-    try:
-        a, t = float(answer), float(truth)
-    except (TypeError, ValueError):
-        return None
-    if not (math.isfinite(a) and math.isfinite(t)) or isinstance(answer, bool):
+    try:  # the number scorer's own parse: finite numbers only, a boolean is none
+        a, t = (NumScorer().parse(value) for value in (answer, truth))
+    except AnswerFormatError:
         return None
     gap = abs(math.log1p(max(a, 0.0)) - math.log1p(max(t, 0.0)))
     return max(0.0, 1.0 - gap / math.log(span))
