@@ -43,6 +43,10 @@ these tasks (MRA) is 0 for any answer more than 50% off, so a policy whose answe
 pitch (500-2800 Hz) with the question's timestamp (14, 24, 4.66), and 533 of the 536 pitch rollouts of batch 13's
 three TAURA runs scored 0, although about one in ten answered 100 Hz or more. The credit is monotone in the error, as MRA
 is, so it points the same way and only adds a slope where MRA is flat. It is paid under the same gate as the score.
+``num_credit_scope: flat`` pays it only in a group where every episode's score is 0 (:func:`group_credit`), the
+case it was made for: batch 18 (README) paid it on every answer, and on counts, where a group's one right answer
+already ranks the rest, the near-misses it paid diluted that answer (beep counts 0.500 -> 0.150/0.200). Needing the
+whole group, it is computed by the local trainer; the verl path refuses it up front.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from rl.audit_rules import item_ok, sound_ok
 PERCEPT_ACTIONS = ("get_frames", "get_audio", "get_clip")
 
 Span = tuple[float, float]
+NumCreditScope = Literal["all", "flat"]  # pay num_credit on every episode, or only in all-zero groups
 ReadingScope = Literal["all", "events"]
 
 
@@ -89,11 +94,19 @@ class RewardConfig:
     # a graded credit for number and size answers: num_credit x closeness to the truth on a log scale (see above)
     num_credit: float = 0.0
     num_credit_span: float = 1000.0  # the answer/truth ratio (either way) at which the closeness reaches 0
+    num_credit_scope: NumCreditScope = (
+        "all"  # "flat": only in a group whose episodes all scored 0 (group_credit)
+    )
 
     def __post_init__(self) -> None:
         if self.reading_scope not in get_args(ReadingScope):
             raise ValueError(
                 f"env.reward.reading_scope must be one of {get_args(ReadingScope)}, not {self.reading_scope!r}"
+            )
+        if self.num_credit_scope not in get_args(NumCreditScope):
+            raise ValueError(
+                f"env.reward.num_credit_scope must be one of {get_args(NumCreditScope)}, "
+                f"not {self.num_credit_scope!r}"
             )
         if self.num_credit_span <= 1.0:
             raise ValueError(f"env.reward.num_credit_span must be above 1, not {self.num_credit_span}")
@@ -162,6 +175,36 @@ def touches_evidence(spans: Sequence[Span], evidence: Sequence[Sequence[float]])
     return any(s <= float(e1) and float(e0) <= e for s, e in spans for e0, e1 in evidence)
 
 
+def score_paid(cfg: RewardConfig, evidence_seen: bool | None) -> bool:
+    """Whether the score counts: always without ``evidence_gate``; with it, unless the evidence was never served
+    (None, a task without evidence, is never gated)."""
+    return evidence_seen is not False or not cfg.evidence_gate
+
+
+def group_credit(
+    cfg: RewardConfig,
+    scores: Sequence[float],
+    closes: Sequence[float | None],
+    seen: Sequence[bool | None],
+) -> list[float]:
+    """Per episode of one group, the ``num_credit_scope: flat`` credit to add to its shaped reward: ``num_credit``
+    times its closeness (0 where None or gated out by ``seen``) when every episode's paid score is 0, else 0 for all.
+    A group whose score already differs between episodes is ranked by the score alone; a group of equal non-zero
+    scores has equal closeness too. All zeros under scope ``all`` (:func:`shaped_reward` pays it there)."""
+    if not (len(scores) == len(closes) == len(seen)):
+        raise ValueError(
+            f"one score, closeness and evidence flag per episode: {len(scores)}/{len(closes)}/{len(seen)}"
+        )
+    if cfg.num_credit_scope != "flat" or not cfg.num_credit:
+        return [0.0] * len(scores)
+    paid = [score_paid(cfg, s) for s in seen]
+    if any(p and float(x) != 0.0 for p, x in zip(paid, scores, strict=True)):
+        return [0.0] * len(scores)
+    return [
+        cfg.num_credit * float(c) if c is not None and p else 0.0 for c, p in zip(closes, paid, strict=True)
+    ]
+
+
 def shaped_reward(
     env_reward: float,
     errors: int,
@@ -179,13 +222,13 @@ def shaped_reward(
     ``evidence_seen`` is None for a task without evidence: neither the gate nor the bonus has anything to test.
     ``reading`` (:func:`reading_rate`) is None for media without a ground truth or an episode that saw nothing.
     ``prior`` (:func:`prior_score`) is None unless ``prior_tasks`` is set. ``close`` (:func:`answer_closeness`)
-    adds ``num_credit`` times it, under the same gate as the score."""
-    looked = evidence_seen is not False  # a task without evidence is never gated ...
-    paid = looked or not cfg.evidence_gate
+    adds ``num_credit`` times it, under the same gate as the score (``num_credit_scope: all`` only; a flat-scope
+    credit is the group's: :func:`group_credit`)."""
+    paid = score_paid(cfg, evidence_seen)
     reward = float(env_reward) if paid else 0.0
     if prior is not None:
         reward = max(0.0, reward - float(prior))
-    if close is not None and paid:
+    if close is not None and paid and cfg.num_credit_scope == "all":
         reward += cfg.num_credit * float(close)
     if evidence_seen:  # ... nor paid for a look it cannot check
         reward += cfg.evidence_bonus

@@ -64,7 +64,14 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
-from rl.reward import RewardConfig, answer_closeness, prior_score, reading_rate, shaped_reward
+from rl.reward import (
+    RewardConfig,
+    answer_closeness,
+    group_credit,
+    prior_score,
+    reading_rate,
+    shaped_reward,
+)
 from rl.sft_anchor import SFTAnchor
 from rl.sft_step import collate
 from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
@@ -171,6 +178,8 @@ class Args:
             keep["target_kl"] = float(self.local["target_kl"])
         if self.local.get("task_pool"):  # likewise
             keep["task_pool"] = int(self.local["task_pool"])
+        if self.local.get("task_repeats"):  # likewise
+            keep["task_repeats"] = {str(k): int(v) for k, v in sorted(self.local["task_repeats"].items())}
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
         anchor = self.local.get("sft_anchor") or {}
@@ -229,6 +238,7 @@ def play_group(
     shuffle = bool(args.local.get("shuffle_options")) and task.choices is not None
     # None unless env.reward.prior_tasks is set; one score per task, the same for every episode of the group
     prior = prior_score(shaping, task)
+    recorders, seens, closes = [], [], []
     for i in range(args.group_size):
         recorder = RecordingPolicy(policy)
         # local.shuffle_options: each episode sees the choices in its own seeded order, so no letter pays
@@ -252,12 +262,19 @@ def play_group(
         traj.meta["reading"] = reading
         traj.meta["closeness"] = close
         traj.meta["task_id"] = task.id  # the episode id names only its group
+        trajs.append(traj)
+        recorders.append(recorder)
+        seens.append(seen)
+        closes.append(close)
+    # env.reward.num_credit_scope=flat: the closeness credit, only in a group whose episodes all scored 0
+    extra = group_credit(shaping, [t.reward or 0.0 for t in trajs], closes, seens)
+    for i, (traj, recorder) in enumerate(zip(trajs, recorders, strict=True)):
+        traj.meta["shaped_reward"] = reward = traj.meta["shaped_reward"] + extra[i]
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
             item = encoder.encode(
                 [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
             )
             rows.append(TurnRow(item, group, group * args.group_size + i, k, reward, rec, context))
-        trajs.append(traj)
     return trajs, rows
 
 
@@ -534,14 +551,40 @@ def load_policy(model: str, args: Args) -> Any:
     return policy
 
 
+def repeat_tasks(tasks: list[Task], repeats: dict[str, int]) -> list[Task]:
+    """Each task listed as many times as ``repeats`` says for its type or template (``extra["template"]``; the
+    larger when both match), else once. A key that matches no task, or a count below 1, is an error (a typo would
+    otherwise train on the plain draw)."""
+    for key, n in repeats.items():
+        if int(n) != n or int(n) < 1:
+            raise ValueError(f"local.task_repeats.{key}={n}: a whole number of times, at least 1")
+    names = {t.task_type for t in tasks} | {str((t.extra or {}).get("template")) for t in tasks}
+    unknown = sorted(set(repeats) - names)
+    if unknown:
+        raise ValueError(
+            f"local.task_repeats names no task type or template of the training tasks: {unknown}"
+        )
+    out: list[Task] = []
+    for t in tasks:
+        keys = (t.task_type, str((t.extra or {}).get("template")))
+        out += [t] * max([int(repeats[k]) for k in keys if k in repeats] or [1])
+    return out
+
+
 def training_tasks(
-    path: str, task_types: list[str] | None, pool: int | None = None, seed: int = 0
+    path: str,
+    task_types: list[str] | None,
+    pool: int | None = None,
+    seed: int = 0,
+    repeats: dict[str, int] | None = None,
 ) -> list[Task]:
     """The tasks rollouts draw from: all of ``path``, or those of ``local.task_types`` (types whose groups can
     disagree; a type the policy never scores on gives groups of equal reward, hence zero advantage), cut to a
     seeded sample of ``local.task_pool`` tasks when set. A pool as large as ``data.train_batch_size`` replays the
     same tasks every iteration (new episode seeds each time), so the training reward becomes a learning curve on
-    fixed tasks: the check that the trainer learns at all, apart from whether it generalises."""
+    fixed tasks: the check that the trainer learns at all, apart from whether it generalises. ``local.task_repeats``
+    ({type or template: n}) then lists each matching task n times, so draws (uniform over the list) meet it n times
+    as often: a way to give a rare question more groups per iteration without dropping the others."""
     tasks = load_tasks_jsonl(path)
     if task_types:
         wanted = set(task_types)
@@ -561,6 +604,8 @@ def training_tasks(
             len(tasks), int(pool), replace=False
         )
         tasks = [tasks[int(i)] for i in sorted(picks)]
+    if repeats:
+        tasks = repeat_tasks(tasks, repeats)
     return tasks
 
 
@@ -620,7 +665,11 @@ def train(cfg: DictConfig) -> Path:
     env = OmniVideoEnv(limits=EnvLimits(**(args.env.get("limits") or {})))
     seed, iterations = int(local["seed"]), int(local["iterations"])
     train_tasks = training_tasks(
-        str(local["train_tasks"]), local.get("task_types"), local.get("task_pool"), seed
+        str(local["train_tasks"]),
+        local.get("task_types"),
+        local.get("task_pool"),
+        seed,
+        local.get("task_repeats"),
     )
     if local.get("task_pool"):  # which tasks a fixed-pool run trained on, for its analysis
         (run_dir / "task_pool.json").write_text(json.dumps([t.id for t in train_tasks], indent=1) + "\n")

@@ -107,6 +107,13 @@ def check_taura_config(config: DictConfig) -> None:
         raise ValueError(
             "TAURA runs on verl's V1 sync trainer: set trainer.use_v1=true, trainer.v1.trainer_mode=sync"
         )
+    if OmegaConf.select(config, "env.reward.num_credit_scope", default="all") == "flat" and OmegaConf.select(
+        config, "env.reward.num_credit", default=0.0
+    ):  # the agent loop scores one episode at a time; the flat-scope credit needs the whole group's scores
+        raise ValueError(
+            "env.reward.num_credit_scope=flat needs a group's scores at once, which only the local trainer "
+            "(rl/train_local.py) has; on verl use num_credit_scope=all"
+        )
     rollout_corr = config.algorithm.get("rollout_correction", None)
     if rollout_corr is not None and rollout_corr.get("bypass_mode", False):
         raise ValueError(

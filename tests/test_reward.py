@@ -23,6 +23,7 @@ from rl.reward import (
     TurnText,
     answer_closeness,
     closeness,
+    group_credit,
     percept_spans,
     prior_score,
     reading_rate,
@@ -298,3 +299,26 @@ def test_num_credit_grades_number_answers_on_a_log_scale_where_mra_is_flat() -> 
     )  # no evidence: no gate
     with pytest.raises(ValueError, match="num_credit_span must be above 1"):
         RewardConfig(num_credit=0.5, num_credit_span=1.0)
+
+
+def test_the_flat_scope_pays_the_closeness_only_in_a_group_where_every_episode_scored_0() -> None:
+    flat = RewardConfig(num_credit=1.0, num_credit_scope="flat", evidence_gate=True)
+    # a pitch group: four far-off answers, all MRA 0; the credit ranks them by closeness
+    closes = [0.4, 0.6, None, 0.5]  # None: an answer that does not parse
+    assert group_credit(flat, [0.0] * 4, closes, [True] * 4) == [0.4, 0.6, 0.0, 0.5]
+    # one episode never served the evidence: gated out, like its score
+    assert group_credit(flat, [0.0] * 4, closes, [True, False, True, None]) == [0.4, 0.0, 0.0, 0.5]
+    # a count group with one right answer is ranked by the score alone (batch 18: the credit diluted that answer)
+    assert group_credit(flat, [0.0, 1.0, 0.0, 0.0], closes, [True] * 4) == [0.0] * 4
+    # ... but a right answer scored without a look (gated out) does not count as a score
+    assert group_credit(flat, [0.0, 1.0, 0.0, 0.0], closes, [True, False, True, True]) == [0.4, 0.0, 0.0, 0.5]
+    # scope all pays per episode in shaped_reward, never here; flat pays nothing there
+    every = RewardConfig(num_credit=1.0, evidence_gate=True)
+    assert group_credit(every, [0.0] * 4, closes, [True] * 4) == [0.0] * 4
+    assert shaped_reward(0.0, 0, True, every, True, close=0.4) == pytest.approx(0.4)
+    assert shaped_reward(0.0, 0, True, flat, True, close=0.4) == 0.0
+    assert group_credit(RewardConfig(num_credit_scope="flat"), [0.0] * 4, closes, [True] * 4) == [0.0] * 4
+    with pytest.raises(ValueError, match="one score, closeness and evidence flag per episode"):
+        group_credit(flat, [0.0] * 3, closes, [True] * 4)
+    with pytest.raises(ValueError, match="num_credit_scope must be one of"):
+        RewardConfig(num_credit_scope="groups")  # type: ignore[arg-type]

@@ -309,6 +309,58 @@ def test_num_credit_pays_a_number_answer_its_closeness_to_the_truth(
     assert plain.meta["closeness"] is None and plain.meta["shaped_reward"] == 0.0  # off by default
 
 
+def test_the_flat_scope_pays_the_closeness_only_to_a_group_that_scored_0_throughout(
+    oracle_turns, train_tasks: Path, random_dir: Path
+) -> None:
+    """The uniform scan answers 0 to a number question: with truth 20 every episode scores 0 and the group is paid
+    its closeness; with truth 0 every episode scores 1 and the score alone is paid."""
+    _, encoder, task, _, _ = oracle_turns
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "actor_rollout_ref.rollout.n=2", "env.turns.min=4", "env.turns.max=4", "env.reward.num_credit=1.0",
+            "env.reward.num_credit_scope=flat"]  # fmt: skip
+    args = Args.from_config(compose_config(base))
+    assert args.fingerprint()["env"]["reward"]["num_credit_scope"] == "flat"  # a resume must match it
+    far = task.model_copy(update={"task_type": "num", "choices": None, "answer": 20.0})
+    trajs, rows = play_group(make_policy("uniform"), encoder, OmniVideoEnv(), far, args, group=0, seed=0)
+    expected = closeness(0.0, 20.0, 1000.0)
+    assert expected is not None and 0.0 < expected < 1.0
+    assert [t.reward for t in trajs] == [0.0, 0.0] and [t.answer for t in trajs] == [0.0, 0.0]
+    assert all(t.meta["shaped_reward"] == pytest.approx(expected) for t in trajs)
+    assert all(r.reward == pytest.approx(expected) for r in rows) and len(rows) == sum(
+        len(t.turns) for t in trajs
+    )
+    right = task.model_copy(update={"task_type": "num", "choices": None, "answer": 0.0})
+    trajs, rows = play_group(make_policy("uniform"), encoder, OmniVideoEnv(), right, args, group=0, seed=0)
+    assert [t.reward for t in trajs] == [1.0, 1.0] and [t.meta["closeness"] for t in trajs] == [1.0, 1.0]
+    assert all(t.meta["shaped_reward"] == 1.0 for t in trajs) and all(r.reward == 1.0 for r in rows)
+
+
+def test_task_repeats_lists_a_type_or_template_more_often_and_belongs_to_the_resume_fingerprint(
+    train_tasks: Path, random_dir: Path
+) -> None:
+    every = train_tasks.parent / "s1" / "tasks.jsonl"
+    tasks = load_tasks_jsonl(every)
+    template = str(tasks[0].extra["template"])
+    n_tpl = sum(t.extra.get("template") == template for t in tasks)
+    n_mcq = sum(t.task_type == "mcq" for t in tasks)
+    more = training_tasks(str(every), None, repeats={template: 3})
+    assert len(more) == len(tasks) + 2 * n_tpl
+    assert sum(t.extra.get("template") == template for t in more) == 3 * n_tpl
+    assert {t.id for t in more} == {t.id for t in tasks}  # every other task is kept, once
+    by_type = training_tasks(str(every), None, repeats={"mcq": 2})
+    assert len(by_type) == len(tasks) + n_mcq
+    narrow = training_tasks(str(every), ["mcq"], repeats={"mcq": 2})  # after task_types
+    assert len(narrow) == 2 * n_mcq
+    with pytest.raises(ValueError, match=r"names no task type or template.*\['beep_pich'\]"):
+        training_tasks(str(every), None, repeats={"beep_pich": 4})
+    with pytest.raises(ValueError, match="at least 1"):
+        training_tasks(str(every), None, repeats={"mcq": 0})
+    base = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={every}"]
+    plain = Args.from_config(compose_config(base)).fingerprint()
+    more_args = Args.from_config(compose_config([*base, f"local.task_repeats={{{template}:3}}"]))
+    assert "task_repeats" not in plain and more_args.fingerprint()["task_repeats"] == {template: 3}
+
+
 def test_reading_credit_pays_the_share_of_percepts_the_observations_read_exactly(
     oracle_turns, train_tasks: Path, random_dir: Path
 ) -> None:

@@ -141,6 +141,16 @@ def test_check_taura_config_rejects(override, message):
         verl_trainer.check_taura_config(_compose("tiny", override))
 
 
+def test_the_flat_scope_number_credit_is_refused_on_verl_and_the_plain_one_passes():
+    """The flat scope needs a whole group's scores, which verl's agent loop (one episode at a time) never has."""
+    with pytest.raises(ValueError, match="num_credit_scope=flat needs a group's scores.*local trainer"):
+        verl_trainer.check_taura_config(
+            _compose("tiny", "env.reward.num_credit=1.0", "env.reward.num_credit_scope=flat")
+        )
+    verl_trainer.check_taura_config(_compose("tiny", "env.reward.num_credit=1.0"))  # scope all: per episode
+    verl_trainer.check_taura_config(_compose("tiny", "env.reward.num_credit_scope=flat"))  # no credit to pay
+
+
 def test_prepare_ray_init_reserves_cpus():
     cfg = _compose("tiny")
     verl_trainer.prepare_ray_init(cfg)
