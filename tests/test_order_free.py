@@ -164,6 +164,30 @@ def test_average_makes_each_task_the_mean_of_its_runs(tmp_path: Path, capsys: py
     assert len(load_run(pooled)[1] or []) == 89  # without --average: one row per run and task
 
 
+def test_a_comma_pools_seed_means_over_sets(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``A1+A2,C1+C2 --average``: the mean of two seeds on one set, pooled with their mean on another set, paired
+    with ``B,D`` set by set; without ``--average`` every run's rows are pooled."""
+    for name, seed, shift in (("a1", 5, 0.3), ("a2", 6, 0.3), ("c1", 7, 0.3), ("c2", 8, 0.3)):
+        write_results(tmp_path / name / "results.jsonl", make_rows(30, seed=seed, shift=shift))
+    write_results(tmp_path / "b" / "results.jsonl", make_rows(30, seed=9, shift=-0.3))
+    write_results(tmp_path / "d" / "results.jsonl", make_rows(20, seed=10, shift=-0.3))
+    t = {k: str(tmp_path / k) for k in ("a1", "a2", "c1", "c2", "b", "d")}
+    both = f"{t['a1']}+{t['a2']},{t['c1']}+{t['c2']}"
+    summary, rows = load_run(both, average=True)
+    assert rows is not None and len(rows) == 60 and summary["name"] == "a1+a2,c1+c2"
+    first = {r["id"]: r["reward"] for r in load_run(f"{t['a1']}+{t['a2']}", average=True)[1] or []}
+    assert all(first[r["id"][2:]] == r["reward"] for r in rows if r["id"].startswith("0:"))
+    second = {r["id"]: r["reward"] for r in load_run(f"{t['c1']}+{t['c2']}", average=True)[1] or []}
+    assert all(second[r["id"][2:]] == r["reward"] for r in rows if r["id"].startswith("1:"))
+    assert compare_main([both, f"{t['b']},{t['d']}", "--average", "--n-boot", "300"]) == 0
+    assert "on 50 shared tasks" in capsys.readouterr().out  # 30 of the first set, the 20 the second shares
+    assert len(load_run(both)[1] or []) == 120  # without --average: every run's rows
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "summary.json").write_text(json.dumps(load_run(t["a1"])[0]))
+    with pytest.raises(SystemExit, match="pooled runs need"):
+        load_run(f"{t['a1']},{tmp_path / 'bare' / 'summary.json'}")
+
+
 def test_runs_with_one_or_three_workers_give_the_same_intervals(tmp_path: Path) -> None:
     from envs.synth import generate_benchmark
     from omniagent.eval.config import EvalConfig

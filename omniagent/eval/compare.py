@@ -1,7 +1,8 @@
 """Summarise one eval run, or compare two with a paired bootstrap over their shared task ids.
 
 ``python scripts/compare_runs.py RUN [RUN_B]`` (also installed as ``omniagent-compare-runs``; ``A1+A2``
-pools runs, ``--average`` makes each task the mean of its runs, :func:`load_run`; ``--circular`` scores each
+pools runs, ``--average`` makes each task the mean of its runs (``,`` then pools such means over sets),
+:func:`load_run`; ``--circular`` scores each
 question of a ``circular=true`` run over all rotations of its choices, :func:`circular_rows`; ``--cluster media``
 resamples videos, each with all its questions, instead of single questions). A run
 is a folder holding results.jsonl (the summary is recomputed from it with the run's own duration
@@ -100,7 +101,22 @@ def load_run(
     ``A1+A2`` pools several runs (say one agent on two held-out seeds): each row's task id is prefixed
     with its run's place (``0:``, ``1:``), so ``A1+A2`` pairs with ``B1+B2`` part by part. With
     ``average`` the parts are runs on the same tasks (say three training seeds) and each task gets the
-    mean of its parts' rows (:func:`average_by_task`), so ``A1+A2+A3`` pairs with a single run ``B``."""
+    mean of its parts' rows (:func:`average_by_task`), so ``A1+A2+A3`` pairs with a single run ``B``.
+    ``,`` pools at the outer level: ``A1+A2,C1+C2`` with ``average`` is the seed mean on one set pooled with the
+    seed mean on another (paired with ``B,D``), since ``+`` cannot mean both at once."""
+    if "," in str(path) and not Path(path).exists():
+        sets = [load_run(part, n_boot, seed, average, circular) for part in str(path).split(",")]
+        if any(rows is None for _, rows in sets):
+            raise SystemExit(f"{path}: pooled runs need their results.jsonl")
+        pooled = [dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(sets) for row in rows or []]
+        head = sets[0][0]
+        return summarize(
+            pooled,
+            name=",".join(str(s.get("name")) for s, _ in sets),
+            duration_bins=head["duration_bins"],
+            n_boot=head["bootstrap"]["n_boot"],
+            seed=head["bootstrap"]["seed"],
+        ), pooled
     if "+" in str(path) and not Path(path).exists():
         parts = [load_run(part, n_boot, seed, circular=circular) for part in str(path).split("+")]
         if any(rows is None for _, rows in parts):
@@ -132,7 +148,10 @@ def load_run(
 def compare_main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "runs", nargs="+", help="one or two run folders (or results.jsonl / summary.json); A1+A2 pools runs"
+        "runs",
+        nargs="+",
+        help="one or two run folders (or results.jsonl / summary.json); A1+A2 pools runs (averages them "
+        "with --average); A1+A2,C1+C2 pools the two sets' means",
     )
     ap.add_argument("--n-boot", type=int, default=None, help="bootstrap resamples (default: the run's own)")
     ap.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the run's own)")
