@@ -94,9 +94,8 @@ class RewardConfig:
     # a graded credit for number and size answers: num_credit x closeness to the truth on a log scale (see above)
     num_credit: float = 0.0
     num_credit_span: float = 1000.0  # the answer/truth ratio (either way) at which the closeness reaches 0
-    num_credit_scope: NumCreditScope = (
-        "all"  # "flat": only in a group whose episodes all scored 0 (group_credit)
-    )
+    # "flat": only in a group whose episodes all scored 0 (group_credit)
+    num_credit_scope: NumCreditScope = "all"
 
     def __post_init__(self) -> None:
         if self.reading_scope not in get_args(ReadingScope):

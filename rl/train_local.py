@@ -74,6 +74,7 @@ from rl.reward import (
 )
 from rl.sft_anchor import SFTAnchor
 from rl.sft_step import collate
+from rl.task_draw import tasks_from_config
 from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
 from rl.turn_budget import turn_budget
 from rl.turn_labels import overlaps_evidence, touched_evidence
@@ -551,64 +552,6 @@ def load_policy(model: str, args: Args) -> Any:
     return policy
 
 
-def repeat_tasks(tasks: list[Task], repeats: dict[str, int]) -> list[Task]:
-    """Each task listed as many times as ``repeats`` says for its type or template (``extra["template"]``; the
-    larger when both match), else once. A key that matches no task, or a count below 1, is an error (a typo would
-    otherwise train on the plain draw)."""
-    for key, n in repeats.items():
-        if int(n) != n or int(n) < 1:
-            raise ValueError(f"local.task_repeats.{key}={n}: a whole number of times, at least 1")
-    names = {t.task_type for t in tasks} | {str((t.extra or {}).get("template")) for t in tasks}
-    unknown = sorted(set(repeats) - names)
-    if unknown:
-        raise ValueError(
-            f"local.task_repeats names no task type or template of the training tasks: {unknown}"
-        )
-    out: list[Task] = []
-    for t in tasks:
-        keys = (t.task_type, str((t.extra or {}).get("template")))
-        out += [t] * max([int(repeats[k]) for k in keys if k in repeats] or [1])
-    return out
-
-
-def training_tasks(
-    path: str,
-    task_types: list[str] | None,
-    pool: int | None = None,
-    seed: int = 0,
-    repeats: dict[str, int] | None = None,
-) -> list[Task]:
-    """The tasks rollouts draw from: all of ``path``, or those of ``local.task_types`` (types whose groups can
-    disagree; a type the policy never scores on gives groups of equal reward, hence zero advantage), cut to a
-    seeded sample of ``local.task_pool`` tasks when set. A pool as large as ``data.train_batch_size`` replays the
-    same tasks every iteration (new episode seeds each time), so the training reward becomes a learning curve on
-    fixed tasks: the check that the trainer learns at all, apart from whether it generalises. ``local.task_repeats``
-    ({type or template: n}) then lists each matching task n times, so draws (uniform over the list) meet it n times
-    as often: a way to give a rare question more groups per iteration without dropping the others."""
-    tasks = load_tasks_jsonl(path)
-    if task_types:
-        wanted = set(task_types)
-        kept = [t for t in tasks if t.task_type in wanted]
-        if not kept:
-            found = sorted({t.task_type for t in tasks})
-            raise ValueError(
-                f"local.task_types={list(task_types)} keeps no task of {path} (its types: {found})"
-            )
-        tasks = kept
-    if pool:
-        if not 0 < int(pool) <= len(tasks):
-            raise ValueError(
-                f"local.task_pool={pool} must be between 1 and the {len(tasks)} tasks it draws from"
-            )
-        picks = np.random.default_rng([seed, len(tasks), int(pool)]).choice(
-            len(tasks), int(pool), replace=False
-        )
-        tasks = [tasks[int(i)] for i in sorted(picks)]
-    if repeats:
-        tasks = repeat_tasks(tasks, repeats)
-    return tasks
-
-
 def resume_point(args: Args, ckpt_root: Path) -> tuple[Path | None, dict[str, Any] | None]:
     """The newest checkpoint to continue from (None when starting afresh); refuses one from other settings."""
     folder = latest_checkpoint(ckpt_root) if args.local.get("resume", True) else None
@@ -664,13 +607,7 @@ def train(cfg: DictConfig) -> Path:
 
     env = OmniVideoEnv(limits=EnvLimits(**(args.env.get("limits") or {})))
     seed, iterations = int(local["seed"]), int(local["iterations"])
-    train_tasks = training_tasks(
-        str(local["train_tasks"]),
-        local.get("task_types"),
-        local.get("task_pool"),
-        seed,
-        local.get("task_repeats"),
-    )
+    train_tasks = tasks_from_config(local, seed)
     if local.get("task_pool"):  # which tasks a fixed-pool run trained on, for its analysis
         (run_dir / "task_pool.json").write_text(json.dumps([t.id for t in train_tasks], indent=1) + "\n")
     eval_tasks = load_tasks_jsonl(str(local["eval_tasks"])) if local.get("eval_tasks") else []

@@ -32,6 +32,7 @@ from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoin
 from rl.info_gain import answer_entropy, information_gains
 from rl.local_rollout import TurnEncoder, TurnRow
 from rl.reward import closeness
+from rl.task_draw import training_tasks
 from rl.train_local import (
     Args,
     RecordingPolicy,
@@ -45,7 +46,6 @@ from rl.train_local import (
     rollout,
     score_rows,
     train,
-    training_tasks,
     update,
 )
 from rl.turn_budget import turn_budget

@@ -104,33 +104,24 @@ def load_run(
     mean of its parts' rows (:func:`average_by_task`), so ``A1+A2+A3`` pairs with a single run ``B``.
     ``,`` pools at the outer level: ``A1+A2,C1+C2`` with ``average`` is the seed mean on one set pooled with the
     seed mean on another (paired with ``B,D``), since ``+`` cannot mean both at once."""
-    if "," in str(path) and not Path(path).exists():
-        sets = [load_run(part, n_boot, seed, average, circular) for part in str(path).split(",")]
-        if any(rows is None for _, rows in sets):
-            raise SystemExit(f"{path}: pooled runs need their results.jsonl")
-        pooled = [dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(sets) for row in rows or []]
-        head = sets[0][0]
-        return summarize(
-            pooled,
-            name=",".join(str(s.get("name")) for s, _ in sets),
-            duration_bins=head["duration_bins"],
-            n_boot=head["bootstrap"]["n_boot"],
-            seed=head["bootstrap"]["seed"],
-        ), pooled
-    if "+" in str(path) and not Path(path).exists():
-        parts = [load_run(part, n_boot, seed, circular=circular) for part in str(path).split("+")]
-        if any(rows is None for _, rows in parts):
-            raise SystemExit(f"{path}: pooled runs need their results.jsonl")
-        if average:
-            pooled = average_by_task([rows or [] for _, rows in parts])
-        else:
-            pooled = [
-                dict(row, id=f"{i}:{row['id']}") for i, (_, rows) in enumerate(parts) for row in rows or []
-            ]
-        head = parts[0][0]  # the first run's settings, overrides already applied
-        settings = {"duration_bins": head["duration_bins"], "n_boot": head["bootstrap"]["n_boot"],
-                    "seed": head["bootstrap"]["seed"]}  # fmt: skip
-        return summarize(pooled, name="+".join(str(s.get("name")) for s, _ in parts), **settings), pooled
+    for sep in (",", "+"):  # a comma splits sets (each may average its seeds); a plus splits runs
+        if sep in str(path) and not Path(path).exists():
+            inner = average if sep == "," else False
+            parts = [load_run(part, n_boot, seed, inner, circular) for part in str(path).split(sep)]
+            if any(rows is None for _, rows in parts):
+                raise SystemExit(f"{path}: pooled runs need their results.jsonl")
+            if sep == "+" and average:
+                pooled = average_by_task([rows or [] for _, rows in parts])
+            else:
+                pooled = [
+                    dict(row, id=f"{i}:{row['id']}")
+                    for i, (_, rows) in enumerate(parts)
+                    for row in rows or []
+                ]
+            head = parts[0][0]  # the first run's settings, overrides already applied
+            settings = {"duration_bins": head["duration_bins"], "n_boot": head["bootstrap"]["n_boot"],
+                        "seed": head["bootstrap"]["seed"]}  # fmt: skip
+            return summarize(pooled, name=sep.join(str(s.get("name")) for s, _ in parts), **settings), pooled
     p = Path(path)
     rows_path = p / "results.jsonl" if p.is_dir() else p
     if rows_path.suffix != ".jsonl" or not rows_path.exists():
