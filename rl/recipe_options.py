@@ -52,6 +52,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--per-frame", int, 1, "1: the teacher observes a get_frames look one sentence per frame (0: per run)"),
     ("--named-frame", int, 1, "1: the teacher first looks at a question's named time as that one frame"),
     ("--option-thought", int, 1, "1: the teacher's mcq answer Thought names the option ('7 is option C.')"),
+    (
+        "--unit-thought",
+        int,
+        0,
+        "1: the teacher's number answer Thought names what it counts or measures ('a count of beeps')",
+    ),
     ("--option-shuffles", int, 8, "text warm-up: each such answer turn N more times, options reordered"),
     ("--text-warmup-steps", int, 1500, "short-context text steps first (rl/text_warmup.py)"),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),

@@ -236,6 +236,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *(["+teacher.kwargs.per_frame=true"] if args.per_frame else []),
         *(["+teacher.kwargs.named_frame=true"] if args.named_frame else []),
         *(["+teacher.kwargs.option_thought=true"] if args.option_thought else []),
+        *(["+teacher.kwargs.unit_thought=true"] if args.unit_thought else []),
     ]  # fmt: skip
 
 

@@ -269,6 +269,31 @@ def test_a_named_frame_teacher_first_looks_at_exactly_the_named_time_and_answers
         assert [t.action for t in named_run.turns] == [t.action for t in plain.turns], template
 
 
+def test_a_unit_thought_names_what_a_number_answer_counts(bench: list[Task]) -> None:
+    """``unit_thought``: a number or width answer's Thought says what the number counts or measures, right
+    before the answer, so each question type's number follows its own words; every number template has
+    such words, the looks, answers and scores are the plain teacher's, other types are untouched, QC passes."""
+    from omniagent.backends.synth_goals import UNIT_NOTES
+    from rl.audit_rules import RulesAuditor
+
+    numbers = [t for t in bench if t.task_type in ("num", "size")]
+    assert {t.extra["template"] for t in numbers} == set(UNIT_NOTES)  # every number template, no other
+    teacher = make_policy("synth_teacher", seed=2, unit_thought=True)
+    for task in numbers:
+        said, plain = run_episode(OmniVideoEnv(), teacher, task.env_options(12)), run(task, 12, seed=2)
+        assert [t.action for t in said.turns] == [t.action for t in plain.turns], task.question
+        note = f" The question asks for {UNIT_NOTES[task.extra['template']]}."
+        last = said.turns[-1].thought or ""
+        assert f"{note} Answer: " in last, last
+        assert last.replace(note, "") == plain.turns[-1].thought
+        assert [t.thought for t in said.turns[:-1]] == [t.thought for t in plain.turns[:-1]]
+        assert score(said, task) == score(plain, task)
+        assert RulesAuditor().audit(said).passed(5)
+    for task in (t for t in bench if t.task_type not in ("num", "size")):
+        said = run_episode(OmniVideoEnv(), teacher, task.env_options(12))
+        assert [t.thought for t in said.turns] == [t.thought for t in run(task, 12, seed=2).turns]
+
+
 def test_an_option_thought_names_the_observed_value_and_its_letter(bench: list[Task]) -> None:
     """``option_thought``: a multiple-choice answer's Thought says which option holds the observed value
     (the letter the answer then copies), or that none was observed and the answer is a guess; the

@@ -207,6 +207,9 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     assert not any("option_thought" in x for x in synth + synth_command(named))
     option = parse_args([*OLD, "--out", str(tmp_path), "--option-thought", "1"])
     assert "+teacher.kwargs.option_thought=true" in synth_command(option)
+    unit = parse_args([*OLD, "--out", str(tmp_path), "--unit-thought", "1"])
+    assert "+teacher.kwargs.unit_thought=true" in synth_command(unit)
+    assert not any("unit_thought" in x for x in synth_command(option))
     assert "omni_sft.local.text_warmup.observation_loss=True" in sft_command(plain)
     given = parse_args([*OLD, "--out", str(tmp_path), "--warmup-observation-loss", "0"])
     assert "omni_sft.local.text_warmup.observation_loss=False" in sft_command(given)
@@ -217,6 +220,7 @@ def test_event_phase_and_teacher_mistakes_are_options(tmp_path: Path) -> None:
     synth = synth_command(shipped)
     for flag in ("per_frame", "named_frame", "option_thought"):
         assert f"+teacher.kwargs.{flag}=true" in synth
+    assert not any("unit_thought" in x for x in synth)  # not (yet) in the shipped recipe
     assert "omni_sft.local.captions.percepts=8" in events_command(shipped)
     sft = sft_command(shipped)
     assert "omni_sft.local.text_warmup.option_shuffles=8" in sft

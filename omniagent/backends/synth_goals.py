@@ -46,6 +46,14 @@ TEMPLATES: list[tuple[re.Pattern[str], str, str, str]] = [
 ]
 KIND_NAMES = {"digit": "a digit", "word": "a word", "flash": "a white flash", "static": "static noise"}
 KIND_NAMES |= {"tone": "a beep", "speech": "a spoken word"}
+# what each number or width question counts or measures, and in what unit (the teacher's unit_thought)
+UNIT_NOTES = {
+    "shape_width_size": "a width in pixels",
+    "beep_pitch_num": "a pitch in Hz",
+    "flash_count_num": "a count of white flashes",
+    "beep_count_num": "a count of beeps",
+    "scene_change_num": "a count of background changes",
+}
 
 
 @dataclass

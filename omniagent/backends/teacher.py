@@ -36,7 +36,7 @@ from pydantic import Field
 from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
-from omniagent.backends.synth_goals import parse_goal
+from omniagent.backends.synth_goals import UNIT_NOTES, parse_goal
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
 from omniagent.backends.teacher_style import Style
@@ -74,6 +74,11 @@ class SynthTeacherParams(PolicyParams):
         description="a multiple-choice answer's Thought names the option holding the observed value "
         "('7 is option C.'), so the letter is looked up in the question's options, not recalled",
     )
+    unit_thought: bool = Field(
+        False,
+        description="a number or width answer's Thought names what it counts or measures and in what unit "
+        "('The question asks for a count of beeps.'), so each question type's number follows its own words",
+    )
 
 
 @register_policy("synth_teacher")
@@ -91,6 +96,7 @@ class SynthTeacherPolicy(Policy):
         self.per_frame = bool(p.per_frame)
         self.named_frame = bool(p.named_frame)
         self.option_thought = bool(p.option_thought)
+        self.unit_thought = bool(p.unit_thought)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -460,7 +466,7 @@ class SynthTeacherPolicy(Policy):
             note = " I am out of turns, so I answer from what I have."
         elif not self._evidence_found() and self.was_cut:
             note = " I did not cover the whole file, but I answer from what I have."
-        return f"{self._facts()}{note}{self._option_note()} Answer: {json.dumps(answer)}."
+        return f"{self._facts()}{note}{self._option_note()}{self._unit_note()} Answer: {json.dumps(answer)}."
 
     def _option_note(self) -> str:
         """With ``option_thought``, where the observed value stands among the options (or that it is not)."""
@@ -469,3 +475,8 @@ class SynthTeacherPolicy(Policy):
         if self.option is None:
             return " I observed none of the options, so I guess."
         return f" {self.option[0]} is option {self.option[1]}."
+
+    def _unit_note(self) -> str:
+        """With ``unit_thought``, what a number answer counts or measures (empty for other questions)."""
+        what = UNIT_NOTES.get(self.goal.template) if self.unit_thought else None
+        return f" The question asks for {what}." if what else ""
