@@ -66,6 +66,15 @@ class ErrorCode(StrEnum):
     MEDIA_NO_STREAMS = "media_no_streams"
     MEDIA_NO_DURATION = "media_no_duration"
     MEDIA_UNREADABLE = "media_unreadable"
+    MEDIA_FORMAT_REFUSED = "media_format_refused"  # a playlist, file list, image sequence or device
+    MEDIA_PROTOCOL_REFUSED = "media_protocol_refused"  # a URL whose protocol is not allowed
+    MEDIA_IO_ERROR = "media_io_error"  # the machine failed (I/O error, out of file handles): transient
+
+
+# MediaError codes worth another try on a later run: the machine failed, or the file went missing
+# after the dataset was checked (an unmounted share). Every other MediaError is permanent: the file
+# itself is unusable, and a rerun would fail the same way.
+TRANSIENT_MEDIA_CODES = frozenset({ErrorCode.MEDIA_IO_ERROR.value, ErrorCode.MEDIA_NOT_FOUND.value})
 
 
 class ActionRejected(Exception):
@@ -94,6 +103,12 @@ class MediaError(Exception):
         self.path = path
         self.reason = reason
         self.code = code
+
+    @property
+    def transient(self) -> bool:
+        """True when a later try may succeed (:data:`TRANSIENT_MEDIA_CODES`); False for a file
+        that is unusable as it is."""
+        return self.code in TRANSIENT_MEDIA_CODES
 
 
 class MediaReadError(Exception):
