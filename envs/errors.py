@@ -71,10 +71,10 @@ class ErrorCode(StrEnum):
     MEDIA_IO_ERROR = "media_io_error"  # the machine failed (I/O error, out of file handles): transient
 
 
-# MediaError codes worth another try on a later run: the machine failed, or the file went missing
-# after the dataset was checked (an unmounted share). Every other MediaError is permanent: the file
-# itself is unusable, and a rerun would fail the same way.
-TRANSIENT_MEDIA_CODES = frozenset({ErrorCode.MEDIA_IO_ERROR.value, ErrorCode.MEDIA_NOT_FOUND.value})
+# MediaError codes worth another try on a later run: the machine failed (an I/O error, out of file
+# handles or memory). Every other MediaError is permanent: the file itself is missing or unusable,
+# and a rerun would fail the same way (an eval run redoes those only with retry_failed).
+TRANSIENT_MEDIA_CODES = frozenset({ErrorCode.MEDIA_IO_ERROR.value})
 
 
 class ActionRejected(Exception):

@@ -20,12 +20,15 @@ Reading (:class:`JsonlReader`, :func:`read_jsonl`):
 
 Writing: :func:`write_atomic` (temp file in the same folder, fsync, rename; the temp file is removed
 on failure) for whole files, :func:`write_jsonl` for whole JSONL files, :func:`append_jsonl` (one
-write + fsync per record) for resumable logs, and :func:`repair_tail` to make a log appendable
-again after a kill.
+write + fsync per record; a failed append is cut back, so the log still ends with its last whole
+record) for resumable logs, and :func:`repair_tail` to make a log appendable again after a kill. A
+full disk or quota raises :class:`NoSpaceError`, whose message is one line naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -41,6 +44,7 @@ __all__ = [
     "JsonlError",
     "JsonlReader",
     "LineProblem",
+    "NoSpaceError",
     "append_jsonl",
     "dumps_record",
     "read_jsonl",
@@ -65,6 +69,31 @@ class LineProblem:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.lineno}: {self.message}"
+
+
+class NoSpaceError(OSError):
+    """A write failed because the disk (or the user's quota) is full; the message is one line,
+    ``no space left on device writing <path>``, and the file was left as it was before the write."""
+
+    def __init__(self, path: str | os.PathLike[str], errno_: int = errno.ENOSPC) -> None:
+        super().__init__(errno_, f"no space left on device writing {path}")
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@contextlib.contextmanager
+def _no_space_is_typed(path: Path) -> Iterator[None]:
+    """Raise :class:`NoSpaceError` (one clear line) for a full disk or quota inside the block."""
+    try:
+        yield
+    except NoSpaceError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceError(path, exc.errno) from None
+        raise
 
 
 class JsonlError(ValueError):
@@ -224,20 +253,21 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     fsynced before the rename and removed if anything fails.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600; keep what open() would have made
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _no_space_is_typed(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600; keep what open() would have made
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     _fsync_dir(path.parent)
     return path
 
@@ -254,18 +284,33 @@ def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, 
     records together; call :func:`repair_tail` when resuming a log.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = (dumps_record(record) + "\n").encode("utf-8")
-    with open(path, "a+b") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size:
-            fh.seek(size - 1)
-            if fh.read(1) != b"\n":
-                message = "the last line is unterminated; call repair_tail before appending"
-                raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
-        fh.write(line)
-        fh.flush()
+    with _no_space_is_typed(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    message = "the last line is unterminated; call repair_tail before appending"
+                    raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
+            try:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError:
+                _cut_back(fh, size)
+                raise
+
+
+def _cut_back(fh: Any, size: int) -> None:
+    """Truncate a log back to ``size`` bytes after a failed append, so it ends with its last whole
+    record (freeing space always works, even on a full disk; if it does not, resuming repairs it)."""
+    try:
+        fh.truncate(size)
         os.fsync(fh.fileno())
+    except OSError:
+        log.warning("could not cut %s back to its last whole record; resuming will", fh.name)
 
 
 def _unterminated_tail(fh: Any, block: int = 1 << 16) -> tuple[int, bytes]:

@@ -131,8 +131,17 @@ def ffmpeg_input_args(name: str | os.PathLike[str], access: MediaAccess | None =
 
 
 def check_local(name: str) -> None:
-    """Refuse a local name that is no non-empty regular file (a FIFO would block, a folder is no media)."""
+    """Refuse a local name that is no non-empty regular file (a FIFO would block, a folder is no media).
+
+    A missing name that starts like a URL (``https:``, ``concat:``) is reported as a refused protocol."""
     if not os.path.exists(name):
+        if m := _SCHEME.match(name):
+            raise MediaError(
+                name,
+                f"no such file, and its prefix {m.group(1)!r} is not an allowed protocol (media names are "
+                "local files unless allow_protocols lists the protocol)",
+                code="media_protocol_refused",
+            )
         raise MediaError(name, "file not found", code="media_not_found")
     if not os.path.isfile(name):
         raise MediaError(name, "not a regular file", code="media_not_found")

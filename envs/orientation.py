@@ -36,15 +36,6 @@ class Orientation:
             return cls(transpose=True, flip_x=c < 0, flip_y=b < 0)
         return cls(transpose=False, flip_x=a < 0, flip_y=d < 0)
 
-    @classmethod
-    def from_rotation(cls, degrees: float) -> Orientation:
-        """A plain rotation by ``degrees`` counterclockwise (PyAV's ``VideoFrame.rotation``)."""
-        rad = np.deg2rad(degrees)
-        cos, sin = float(np.cos(rad)), float(np.sin(rad))
-        return cls.from_matrix(
-            [round(cos * 65536), round(-sin * 65536), 0, round(sin * 65536), round(cos * 65536)]
-        )
-
     @property
     def identity(self) -> bool:
         return not (self.transpose or self.flip_x or self.flip_y)
