@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -136,6 +137,7 @@ class JsonlReader(Generic[T]):
     torn_tail: bool = False
     collect: bool = False
     missing_ok: bool = False
+    encoding: str = "utf-8"  # another codec (utf-16 of a file with a byte-order mark) is read as text
     torn: LineProblem | None = field(default=None, init=False)
     problems: list[LineProblem] = field(default_factory=list, init=False)
 
@@ -152,7 +154,11 @@ class JsonlReader(Generic[T]):
         if self.missing_ok and not path.exists():
             return
         with path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
+            lines: Iterator[bytes] = fh
+            if self.encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig"):
+                text = io.TextIOWrapper(fh, encoding=self.encoding, newline="")
+                lines = (line.encode("utf-8") for line in text)
+            for lineno, raw in enumerate(lines, start=1):
                 record = self._decode(lineno, raw)
                 if record is not _SKIP:
                     yield lineno, record
