@@ -12,9 +12,9 @@ frame is placed at its presentation time: a gap (files joined with concat, ``-st
 dropped or damaged packets) is filled with silence and an overlap is trimmed, which is what
 ffmpeg's ``aresample=async=1:first_pts=0`` does. A sound at time t in the file is at t here.
 Placement is sample-exact for MP4, WAV, FLAC, MP3, Ogg and MPEG-TS. Matroska/WebM store
-milliseconds, so a frame's stored time is up to 0.5 ms off: it is put back on the track's sample
-grid (the start of the track plus whole frames), which is where a decode from the start puts it,
-whenever that lies within half a millisecond of the stored time. Raw AC-3 files get parser-made
+milliseconds, so a frame's stored time is up to a millisecond off: it is put back on the track's
+sample grid (the start of the track plus whole frames), which is where a decode from the start puts
+it, whenever that lies within a millisecond of the stored time. Raw AC-3 files get parser-made
 90 kHz timestamps that run slow by 0.7 ticks a frame; they are followed as they are.
 
 Damage: a packet the decoder refuses is skipped (its time stays silent, as ffmpeg drops it) and
@@ -281,12 +281,14 @@ class AudioReader:
 
     def _on_grid(self, t: float, frame: Any) -> float:
         """A time stored coarser than one sample (Matroska's milliseconds) put back on the track's
-        sample grid, the track's start plus whole frames, if that is within half a tick of it."""
+        sample grid, the track's start plus whole frames, if that is within one tick of it (a
+        muxer that shifted the track, e.g. past an encoder delay, rounds off the grid by up to 0.72
+        ms, measured)."""
         rate, n = frame.sample_rate, frame.samples
         if self.tb * rate <= 1.0 or not n or not rate:
             return t
         exact = self.start + round((t - self.start) * rate / n) * n / rate
-        return exact if abs(exact - t) <= self.tb / 2 + 1e-9 else t
+        return exact if abs(exact - t) <= self.tb + 1e-9 else t
 
     def _frames(self, container: Any, stream: Any, damaged: list[tuple[float, float]]):  # type: ignore[no-untyped-def]
         """(frame, time) pairs from the current position; packets the decoder refuses are skipped
