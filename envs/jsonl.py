@@ -287,13 +287,15 @@ def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, 
     """Append one record with one write and an fsync, so a kill leaves at most a torn last line.
 
     Refuses (``JsonlError``) to append after an unterminated last line, which would glue two
-    records together; call :func:`repair_tail` when resuming a log.
+    records together; call :func:`repair_tail` when resuming a log. A write that fails (a full
+    disk) is cut back, so the file ends with its last whole record. Unbuffered: no data is left in
+    a buffer that closing the file could still write.
     """
     path = Path(path)
     line = (dumps_record(record) + "\n").encode("utf-8")
     with _no_space_is_typed(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+b") as fh:
+        with open(path, "a+b", buffering=0) as fh:
             size = fh.seek(0, os.SEEK_END)
             if size:
                 fh.seek(size - 1)
@@ -301,22 +303,28 @@ def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, 
                     message = "the last line is unterminated; call repair_tail before appending"
                     raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
             try:
-                fh.write(line)
-                fh.flush()
+                _write_all(fh.fileno(), line)
                 os.fsync(fh.fileno())
             except OSError:
-                _cut_back(fh, size)
+                _cut_back(fh.fileno(), size, path)
                 raise
 
 
-def _cut_back(fh: Any, size: int) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a write may take only part of them)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _cut_back(fd: int, size: int, path: Path) -> None:
     """Truncate a log back to ``size`` bytes after a failed append, so it ends with its last whole
-    record (freeing space always works, even on a full disk; if it does not, resuming repairs it)."""
+    record (freeing space works even on a full disk; should it fail, resuming repairs the tail)."""
     try:
-        fh.truncate(size)
-        os.fsync(fh.fileno())
-    except OSError:
-        log.warning("could not cut %s back to its last whole record; resuming will", fh.name)
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:
+        log.warning("could not cut %s back to its last whole record (%s); resuming will", path, exc)
 
 
 def _unterminated_tail(fh: Any, block: int = 1 << 16) -> tuple[int, bytes]:
