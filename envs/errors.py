@@ -71,6 +71,21 @@ class ErrorCode(StrEnum):
     MEDIA_IO_ERROR = "media_io_error"  # the machine failed (I/O error, out of file handles): transient
 
 
+# Codes of MediaReadError: a request a usable file cannot serve, shown to the model as a percept.
+MEDIA_READ_CODES = frozenset(
+    c.value
+    for c in (
+        ErrorCode.NO_VIDEO,
+        ErrorCode.NO_AUDIO,
+        ErrorCode.BAD_AUDIO,
+        ErrorCode.AUDIO_OUT_OF_RANGE,
+        ErrorCode.VIDEO_OUT_OF_RANGE,
+        ErrorCode.DECODE_FAILED,
+        ErrorCode.MEDIA_TRUNCATED,
+        ErrorCode.MEDIA_READ_FAILED,
+    )
+)
+
 # MediaError codes worth another try on a later run: the machine failed (an I/O error, out of file
 # handles or memory). Every other MediaError is permanent: the file itself is missing or unusable,
 # and a rerun would fail the same way (an eval run redoes those only with retry_failed).
