@@ -84,6 +84,11 @@ def test_an_allowed_protocol_reaches_ffmpeg_and_no_other(named: Path) -> None:
     limits = EnvLimits(allow_protocols="HTTP, https", allow_demuxers=["hls"])
     cfg = MediaConfig.from_limits(limits)
     assert cfg.access == MediaAccess(("http", "https"), ("hls",))
+    # an eval folder made before these options existed keeps its fingerprint; setting one changes it
+    from omniagent.eval.config import fingerprint_limits
+
+    assert not {"allow_protocols", "allow_demuxers"} & set(fingerprint_limits(EnvLimits()))
+    assert fingerprint_limits(limits)["allow_protocols"] == ("http", "https")
 
 
 @pytest.fixture()
