@@ -11,9 +11,15 @@ Timeline: second 0 is the container's start (the earliest stream), as for frames
 frame is placed at its presentation time: a gap (files joined with concat, ``-stream_loop``,
 dropped or damaged packets) is filled with silence and an overlap is trimmed, which is what
 ffmpeg's ``aresample=async=1:first_pts=0`` does. A sound at time t in the file is at t here.
-Placement is as exact as the container's clock: sample-exact for MP4, WAV, FLAC, MP3, Ogg and MPEG-TS;
-within 0.5 ms for Matroska/WebM, which store milliseconds. Raw AC-3 files get parser-made 90 kHz
-timestamps that run slow by 0.7 ticks a frame; they are followed as they are.
+Placement is sample-exact for MP4, WAV, FLAC, MP3, Ogg and MPEG-TS. Matroska/WebM store
+milliseconds, so a frame's stored time is up to a millisecond off: it is put back on the track's
+sample grid (the start of the track plus whole frames), which is where a decode from the start puts
+it, whenever that lies within a millisecond of the stored time. Raw AC-3 files get parser-made
+90 kHz timestamps that run slow by 0.7 ticks a frame; they are followed as they are.
+
+Damage: a packet the decoder refuses is skipped (its time stays silent, as ffmpeg drops it) and
+its span is reported (:attr:`AudioSpan.damaged`), so the model is told the audio there could not be
+decoded instead of hearing silence as if it were the recording.
 
 Downmix and rate: libswresample, the same code and matrix as ``ffmpeg -ac 1 -ar 16000 -f s16le``
 (the way Whisper-style loaders read audio). For integer output swresample normalises the matrix so
@@ -27,12 +33,13 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from envs.errors import MediaReadError
+from envs.errors import MediaError, MediaReadError
+from envs.media_access import MediaAccess, open_container
 from envs.messages import SAMPLE_RATE
 
 PREROLL_S = 0.5  # decode this much before a span so the codec and resampler have settled
@@ -122,11 +129,34 @@ class _Timeline:
         self.filled = max(self.filled, hi)
 
 
+@dataclass
+class AudioSpan:
+    """Samples of one span and the parts of it whose packets could not be decoded (silent there)."""
+
+    samples: np.ndarray
+    damaged: list[tuple[float, float]] = field(default_factory=list)  # (start s, end s), merged
+
+
+def _merge(spans: list[tuple[float, float]], start: float, end: float) -> list[tuple[float, float]]:
+    """``spans`` cut to [start, end), overlapping or touching ones joined."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        a, b = max(a, start), min(b, end)
+        if b <= a:
+            continue
+        if out and a <= out[-1][1] + 1e-3:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 class AudioReader:
     """16 kHz mono float32 spans of a file's first audio stream, decoded on demand."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, access: MediaAccess | None = None) -> None:
         self.path = path
+        self.access = access or MediaAccess()
         self._local = threading.local()
         self._lock = threading.Lock()
         self._containers: list[Any] = []
@@ -152,7 +182,6 @@ class AudioReader:
     def _open(self, fresh: bool = False) -> tuple[Any, Any]:
         """This thread's own container (PyAV containers must not cross threads); ``fresh``: a new
         one, read from the start."""
-        import av
 
         held = getattr(self._local, "held", None)
         if held is not None and fresh:
@@ -162,31 +191,44 @@ class AudioReader:
             held = None
         if held is None:
             try:
-                container = av.open(self.path)
-                held = (container, container.streams.audio[0])
-            except (av.error.FFmpegError, IndexError) as exc:
-                raise MediaReadError(f"the audio track cannot be opened: {exc}", code="bad_audio") from exc
+                container = open_container(self.path, self.access)
+            except MediaError as exc:
+                raise MediaReadError(
+                    f"the audio track cannot be opened: {exc.reason}", code="bad_audio"
+                ) from exc
+            if not container.streams.audio:
+                container.close()
+                raise MediaReadError("the file has no audio track any more", code="bad_audio")
+            held = (container, container.streams.audio[0])
             self._local.held = held
             with self._lock:
                 self._containers.append(container)
         return held
 
     def read(self, start: float, end: float) -> np.ndarray:
+        """The samples of :meth:`read_span`."""
+        return self.read_span(start, end).samples
+
+    def read_span(self, start: float, end: float) -> AudioSpan:
         """Samples of [start, end): sample k is at time (round(start * 16000) + k) / 16000.
 
         Parts of the span with no audio (a gap, before the track starts, after it ends) are
-        silence, as a player plays them. A span wholly past the track's end is an error
+        silence, as a player plays them; parts whose packets the decoder refused are silence too,
+        and listed in ``damaged``. A span wholly past the track's end is an error
         (``audio_out_of_range``), and so is a track that stops more than ``SHORT_END_S`` before the
         end its header declares (``media_truncated``): never silence in place of missing data.
         """
         first, last = int(round(start * SAMPLE_RATE)), int(round(end * SAMPLE_RATE))
         self._check_start(start)
         line = _Timeline(first=first, out=np.zeros(max(last - first, 0), np.float32))
-        if not self._decode_into(line, start, end):
-            return line.out  # decoding reached the span's end
+        damaged: list[tuple[float, float]] = []
+        ran_out = self._decode_into(line, start, end, damaged)
+        span = AudioSpan(line.out, _merge(damaged, start, end))
+        if not ran_out:
+            return span  # decoding reached the span's end
         seen = max(line.end_seen, self.start)
         if seen >= min(end, self.end) - SHORT_END_S:
-            return line.out  # the track ends inside the span: the rest is silence
+            return span  # the track ends inside the span: the rest is silence
         if self.declared_end:
             raise MediaReadError(
                 f"audio decoding stopped at {seen:.2f}s but the track is declared to run to "
@@ -195,7 +237,7 @@ class AudioReader:
             )
         self.end = seen  # no stream duration in the header: the end is learnt from the data
         self._check_start(start)
-        return line.out
+        return span
 
     def _check_start(self, start: float) -> None:
         if start >= self.end:
@@ -204,9 +246,12 @@ class AudioReader:
                 code="audio_out_of_range",
             )
 
-    def _decode_into(self, line: _Timeline, start: float, end: float) -> bool:
+    def _decode_into(
+        self, line: _Timeline, start: float, end: float, damaged: list[tuple[float, float]]
+    ) -> bool:
         """Seek to at or before ``start`` (further back when the demuxer lands late or past the
-        data), then decode a little past ``end``. True if the data ran out first."""
+        data), then decode a little past ``end``. True if the data ran out first. Spans of packets
+        the decoder refused are appended to ``damaged``."""
         import av
 
         container, stream = self._open()
@@ -216,10 +261,11 @@ class AudioReader:
                 target = max(start - back, self.start)
                 try:
                     container.seek(int((target + self.origin) / self.tb), stream=stream, backward=True)
-                except av.error.FFmpegError:  # an unseekable input (a concat list): from the top
+                except av.error.FFmpegError:  # an unseekable input: from the top
                     container, stream = self._open(fresh=True)
                     target = self.start
-                frames = self._frames(container, stream)
+                damaged.clear()
+                frames = self._frames(container, stream, damaged)
                 head = next(frames, None)
                 if (head is not None and head[1] <= start + 1e-3) or target <= self.start:
                     break
@@ -227,24 +273,41 @@ class AudioReader:
             while head is not None and head[1] < end + POSTROLL_S:
                 line.push(*head)
                 head = next(frames, None)
-        except av.error.FFmpegError as exc:
+        except (av.error.FFmpegError, OSError) as exc:
+            self._open(fresh=True)  # the container's state is unknown: the next read starts anew
             raise MediaReadError(f"the audio track cannot be decoded: {exc}", code="bad_audio") from exc
         line.flush()
         return head is None
 
-    def _frames(self, container: Any, stream: Any):  # type: ignore[no-untyped-def]
-        """(frame, time) pairs from the current position; damaged packets are skipped (a gap)."""
+    def _on_grid(self, t: float, frame: Any) -> float:
+        """A time stored coarser than one sample (Matroska's milliseconds) put back on the track's
+        sample grid, the track's start plus whole frames, if that is within one tick of it (a
+        muxer that shifted the track, e.g. past an encoder delay, rounds off the grid by up to 0.72
+        ms, measured)."""
+        rate, n = frame.sample_rate, frame.samples
+        if self.tb * rate <= 1.0 or not n or not rate:
+            return t
+        exact = self.start + round((t - self.start) * rate / n) * n / rate
+        return exact if abs(exact - t) <= self.tb + 1e-9 else t
+
+    def _frames(self, container: Any, stream: Any, damaged: list[tuple[float, float]]):  # type: ignore[no-untyped-def]
+        """(frame, time) pairs from the current position; packets the decoder refuses are skipped
+        (a gap) and their spans appended to ``damaged``."""
         import av
 
         expected: float | None = None
         for packet in container.demux(stream):
             try:
                 decoded = packet.decode()
-            except (av.error.InvalidDataError, av.error.UndefinedError):
+            except (av.error.InvalidDataError, av.error.UndefinedError, av.error.PatchWelcomeError):
+                if packet.pts is not None:
+                    t = packet.pts * self.tb - self.origin
+                    length = packet.duration * self.tb if packet.duration else 0.0
+                    damaged.append((t, t + length))
                 continue
             for frame in decoded:
                 if frame.pts is not None:
-                    t = frame.pts * self.tb - self.origin
+                    t = self._on_grid(frame.pts * self.tb - self.origin, frame)
                 elif expected is not None:
                     t = expected
                 else:

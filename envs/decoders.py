@@ -10,8 +10,10 @@ Why a plan rather than one seek per frame: an exact seek costs a decode from the
   (a wide scan then decodes about one frame per request, the physical floor); otherwise decode
   forward to the frame nearest the target.
 
-Every returned frame carries its true presentation time, never the requested one, and is turned
-upright as players show it (the stream's display rotation, e.g. phone videos shot in portrait).
+Every returned frame carries its true presentation time, never the requested one, and is shown
+as players show it: turned and mirrored by the stream's display matrix (:mod:`envs.orientation`).
+Files are opened through :mod:`envs.media_access` (a name is a file, never a protocol or playlist),
+and every FFmpeg failure while reading becomes a :class:`~envs.errors.MediaReadError`.
 
 MPEG program and transport streams (.mpg, .vob, .ts, .m2ts) have no seek index: a seek there is a
 search over timestamps that lands mid-GOP, after its target or past the data near the end. PyAV
@@ -27,10 +29,13 @@ import abc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from envs.errors import MediaError, MediaReadError
+from envs.media_access import MediaAccess, input_url, open_container
+from envs.orientation import Orientation
 from envs.registry import Registry
 
 
@@ -50,71 +55,121 @@ class ReadPlan:
 
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DECODERS: Registry[Callable[..., VideoDecoder]] = Registry("video decoder")
 register_decoder = DECODERS.register
 
 
-def is_unindexed(path: str) -> bool:
+def is_unindexed(container) -> bool:  # type: ignore[no-untyped-def]
     """True for containers where a time is found by searching timestamps, not read from an index:
     MPEG program and transport streams, which FFmpeg flags as allowing timestamp discontinuities."""
     import av
 
-    with av.open(path) as container:
-        return bool(container.format.flags & av.format.Flags.ts_discont.value)
+    return bool(container.format.flags & av.format.Flags.ts_discont.value)
 
 
-def make_decoder(name: str, path: str, size: tuple[int, int], rotation: int = 0) -> VideoDecoder:
+def make_decoder(
+    name: str,
+    path: str,
+    size: tuple[int, int],
+    orientation: Orientation | None = None,
+    access: MediaAccess | None = None,
+    unindexed: bool = False,
+) -> VideoDecoder:
     """Open ``path`` with the decoder registered as ``name`` (unknown names raise, listing the known).
 
     A decoder class with ``seeks_unindexed = False`` is replaced by PyAV (with a warning) on
-    containers without a seek index, one with ``rotates = False`` on rotated videos: decord returns
-    frames 6 to 25 positions off on MPEG-PS/TS files and squashed or crashing rotated frames.
+    containers without a seek index (``unindexed``), one with ``rotates = False`` on turned or
+    mirrored videos, one with ``confines = False`` on URLs: decord returns frames 6 to 25 positions
+    off on MPEG-PS/TS files, squashed or crashing rotated frames, and takes no FFmpeg whitelists.
     """
     cls = DECODERS[name]
+    orientation = orientation or Orientation()
+    access = access or MediaAccess()
     why = ""
-    if not getattr(cls, "rotates", True) and round(rotation / 90) % 4:
-        why = "rotated video"
-    elif not getattr(cls, "seeks_unindexed", True) and is_unindexed(path):
+    if not getattr(cls, "rotates", True) and not orientation.identity:
+        why = "turned or mirrored video"
+    elif not getattr(cls, "seeks_unindexed", True) and unindexed:
         why = "container without a seek index"
+    elif not getattr(cls, "confines", True) and access.scheme(path) is not None:
+        why = "URL under FFmpeg's whitelists"
     if why:
         log.warning("%s: the %s decoder cannot read a %s correctly; using pyav", path, name, why)
         cls = DECODERS["pyav"]
-    return cls(path, size, rotation)
+    return cls(path, size, orientation, access)
 
 
 class VideoDecoder(abc.ABC):
-    """Reads RGB frames of one video stream at output size ``size`` = (width, height), upright.
+    """Reads RGB frames of one video stream at output size ``size`` = (width, height), as displayed.
 
-    ``rotation`` is the stream's display rotation in degrees counterclockwise (PyAV's
-    ``VideoFrame.rotation``); frames are decoded in the stored orientation and turned upright.
+    ``orientation`` is the stream's display matrix (:class:`~envs.orientation.Orientation`); frames
+    are decoded in the stored orientation and then turned and mirrored for display.
     """
 
     seeks_unindexed = True  # False: cannot read containers without a seek index correctly
-    rotates = True  # False: cannot serve rotated videos upright
+    rotates = True  # False: cannot serve turned or mirrored videos as displayed
+    confines = True  # False: cannot open under FFmpeg's protocol and format whitelists
 
-    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
+    def __init__(
+        self,
+        path: str,
+        size: tuple[int, int],
+        orientation: Orientation | None = None,
+        access: MediaAccess | None = None,
+    ) -> None:
         self.path = path
         self.size = size
-        self.turns = round(rotation / 90) % 4  # quarter turns counterclockwise that make it upright
+        self.orientation = orientation or Orientation()
+        self.access = access or MediaAccess()
 
     @property
     def coded_size(self) -> tuple[int, int]:
-        """(width, height) to decode at, before turning upright."""
+        """(width, height) to decode at, before turning for display."""
         w, h = self.size
-        return (h, w) if self.turns % 2 else (w, h)
+        return (h, w) if self.orientation.transpose else (w, h)
 
     def upright(self, image: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(np.rot90(image, self.turns)) if self.turns else image
+        return self.orientation.apply(image)
 
-    @abc.abstractmethod
     def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
-        """Frames for sorted ``times``; ``spacing`` is the gap between neighbouring requests."""
+        """Frames for sorted ``times``; ``spacing`` is the gap between neighbouring requests.
 
-    @abc.abstractmethod
+        Raises :class:`MediaReadError` for anything the file cannot give (never a library error)."""
+        return self._typed(lambda: self._read(times, spacing, plan))
+
     def last_frame(self, hint: float) -> tuple[float, float | None]:
         """(time, display end or None if unknown) of the last frame that decodes; ``hint`` is
-        where the header says the video ends."""
+        where the header says the video ends. Raises :class:`MediaReadError` like :meth:`read`."""
+        return self._typed(lambda: self._last_frame(hint))
+
+    def _typed(self, call: Callable[[], T]) -> T:
+        """``call()`` with every failure of the decoding library turned into a MediaReadError; the
+        decoder forgets where it was, so the next read starts with a fresh seek."""
+        try:
+            return call()
+        except MediaReadError:
+            self._forget()
+            raise
+        except self.library_errors() as exc:
+            self._forget()
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise MediaReadError(f"reading {self.path} failed: {reason}", code="media_read_failed") from exc
+
+    def library_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions the decoding library raises for a file it cannot read."""
+        return (OSError,)
+
+    def _forget(self) -> None:  # noqa: B027  (optional hook)
+        """Drop any decoding position (after a failure)."""
+
+    @abc.abstractmethod
+    def _read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
+        """:meth:`read` without the error typing."""
+
+    @abc.abstractmethod
+    def _last_frame(self, hint: float) -> tuple[float, float | None]:
+        """:meth:`last_frame` without the error typing."""
 
     def close(self) -> None:  # noqa: B027  (optional hook)
         pass
@@ -124,15 +179,22 @@ class VideoDecoder(abc.ABC):
 class PyAVDecoder(VideoDecoder):
     """FFmpeg through PyAV: fast open, flat memory, exact on variable frame rate (see README numbers)."""
 
-    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
-        super().__init__(path, size, rotation)
+    def __init__(
+        self,
+        path: str,
+        size: tuple[int, int],
+        orientation: Orientation | None = None,
+        access: MediaAccess | None = None,
+    ) -> None:
+        super().__init__(path, size, orientation, access)
         import av
 
+        self._container = open_container(path, self.access)
         try:
-            self._container = av.open(path)
             self._stream = self._container.streams.video[0]
-        except (av.error.FFmpegError, IndexError) as exc:
-            raise MediaError(path, f"no decodable video stream ({exc})") from exc
+        except IndexError as exc:
+            self._container.close()
+            raise MediaError(path, "no decodable video stream", code="media_no_streams") from exc
         self._stream.thread_type = "AUTO"
         self._tb = float(self._stream.time_base)
         # Zero is the container's start (the earliest stream), so video and audio times agree.
@@ -140,7 +202,10 @@ class PyAVDecoder(VideoDecoder):
         self._offset = start / av.time_base if start is not None else 0.0
         first = self._stream.start_time
         self._first = float(first) * self._tb - self._offset if first is not None else 0.0
-        self._unindexed = bool(self._container.format.flags & av.format.Flags.ts_discont.value)
+        # where a seek to the first frame aims: 0, or a second before a negative start (timestamps
+        # unwrapped across the 33-bit MPEG-TS wrap count up from below zero)
+        self._head_ts = int(first) - int(1.0 / self._tb) if first is not None and first < 0 else 0
+        self._unindexed = is_unindexed(self._container)
         self._back = 0.0  # how far before its target a seek aims (grows on containers without index)
         self._iter = None
         self._prev = None  # the two most recent decoded frames: the window a target falls into
@@ -194,7 +259,9 @@ class PyAVDecoder(VideoDecoder):
     def _stream_ts(self, aim: float) -> int:
         # At the first frame aim at 0: the keyframe's dts precedes its pts (B-frames), and a
         # timestamp search in a .ts for the first pts lands one packet after that keyframe.
-        return int((aim + self._offset) / self._tb) if aim > self._first else 0
+        if aim > self._first:
+            return int((aim + self._offset) / self._tb)
+        return self._head_ts
 
     def _start(self, target: int) -> None:
         """Seek to stream timestamp ``target`` (at or before) and decode the first frame there."""
@@ -252,7 +319,15 @@ class PyAVDecoder(VideoDecoder):
                 code="media_truncated",
             )
 
-    def last_frame(self, hint: float) -> tuple[float, float | None]:
+    def library_errors(self) -> tuple[type[BaseException], ...]:
+        import av
+
+        return (av.error.FFmpegError, OSError)
+
+    def _forget(self) -> None:
+        self._iter = self._prev = self._cur = None
+
+    def _last_frame(self, hint: float) -> tuple[float, float | None]:
         """Seek to the keyframe before ``hint`` (earlier while that lands past the data) and decode
         to the end: about one GOP of work, not a full decode. The display end uses the frame's own
         duration (a slideshow's last picture may stay up for seconds)."""
@@ -283,7 +358,7 @@ class PyAVDecoder(VideoDecoder):
             return self._prev
         return self._cur
 
-    def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
+    def _read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
         out: list[DecodedFrame] = []
         tol = plan.snap_tolerance * spacing if spacing > 0 else 0.0
         for t in times:
@@ -314,30 +389,40 @@ class DecordDecoder(VideoDecoder):
 
     seeks_unindexed = False
     rotates = False
+    confines = False
 
-    def __init__(self, path: str, size: tuple[int, int], rotation: int = 0) -> None:
-        super().__init__(path, size, rotation)
+    def __init__(
+        self,
+        path: str,
+        size: tuple[int, int],
+        orientation: Orientation | None = None,
+        access: MediaAccess | None = None,
+    ) -> None:
+        super().__init__(path, size, orientation, access)
         try:
             import decord
         except ImportError as exc:
             raise ImportError("the decord backend needs `pip install omniagent[decord]`") from exc
-        try:
-            self._vr = decord.VideoReader(path, ctx=decord.cpu(0), width=size[0], height=size[1])
-        except decord.DECORDError as exc:
-            raise MediaError(path, f"decord cannot open it ({exc})") from exc
-        import av
-
-        with av.open(
-            path
-        ) as c:  # decord counts from the video stream's start; PyAV's zero is the container's
+        with open_container(path, self.access) as c:  # refuses what FFmpeg's whitelists refuse
             s = c.streams.video[0]
+            # decord counts from the video stream's start; PyAV's zero is the container's
             stream_start = float(s.start_time * s.time_base) if s.start_time is not None else 0.0
-            offset = (c.start_time / av.time_base if c.start_time is not None else 0.0) - stream_start
+            offset = (c.start_time / 1_000_000 if c.start_time is not None else 0.0) - stream_start
+        try:  # a name is a file: the explicit file: protocol, as for PyAV
+            url = input_url(path, self.access)
+            self._vr = decord.VideoReader(url, ctx=decord.cpu(0), width=size[0], height=size[1])
+        except decord.DECORDError as exc:
+            raise MediaError(path, f"decord cannot open it ({exc})", code="media_unreadable") from exc
         stamps = self._vr.get_frame_timestamp(range(len(self._vr))) - offset  # (start, end) per frame
         self._times, self._ends = stamps[:, 0], stamps[:, 1]
         self._keys = np.asarray(self._vr.get_key_indices(), dtype=np.int64)
 
-    def read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
+    def library_errors(self) -> tuple[type[BaseException], ...]:
+        import decord
+
+        return (decord.DECORDError, OSError)
+
+    def _read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
         tol = plan.snap_tolerance * spacing if spacing > 0 else 0.0
         idx = []
         for t in times:
@@ -354,5 +439,5 @@ class DecordDecoder(VideoDecoder):
         self._vr.seek(0)
         return [DecodedFrame(time=round(float(self._times[i]), 6), image=batch[j]) for j, i in enumerate(idx)]
 
-    def last_frame(self, hint: float) -> tuple[float, float | None]:
+    def _last_frame(self, hint: float) -> tuple[float, float | None]:
         return float(self._times[-1]), float(self._ends[-1])  # decord indexed every packet at open

@@ -36,7 +36,7 @@ from envs.media import MediaConfig, MediaInfo, MediaSource
 from envs.messages import MEDIA_TYPES, Message, text_part
 from envs.percepts import audio_parts, clip_parts, frame_parts
 from envs.scoring import SCORERS, AnswerFormatError, Judge, Scorer, get_scorer
-from envs.step_rules import check_length, clamp_span, frame_count
+from envs.step_rules import check_length, clamp_span, damage_notes, frame_count
 from envs.task_source import TaskSource, TaskSpec
 from envs.tasks import LETTERS
 from envs.turn_schema import turn_schemas
@@ -347,20 +347,24 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         num, notes = frame_count(num, self.limits.max_frames, start, end)
         info["notes"].extend(notes)
         frames = self._source.frames(start, end, num)
+        info["notes"].extend(filter(None, [self._source.video_tail_note(start, end)]))
         self.frames_used += len(frames)
         info["timestamps"] = [f.time for f in frames]
         return [text_part(f"Frames {start:.2f}s-{end:.2f}s (num={len(frames)}):"), *frame_parts(frames)]
 
     def _audio(self, start: float, end: float, info: StepInfo) -> list[dict[str, Any]]:
         check_length(start, end, self.limits.max_audio_s, "get_audio")
-        samples = self._source.audio(start, end)
+        span = self._source.audio_span(start, end)
+        info["notes"].extend(damage_notes(span.damaged))
         self.audio_seconds_used += end - start
         info["timestamps"] = [start, end]
-        return audio_parts(samples, start, end)
+        return audio_parts(span.samples, start, end)
 
     def _clip(self, start: float, end: float, info: StepInfo) -> list[dict[str, Any]]:
         check_length(start, end, self.limits.max_clip_s, "get_clip", self.limits.min_clip_s)
         clip = self._source.clip(start, end, self.limits.clip_fps)
+        info["notes"].extend(filter(None, [self._source.video_tail_note(start, end)]))
+        info["notes"].extend(damage_notes(clip.audio_damaged))
         times = [f.time for f in clip.frames]
         self.frames_used += len(times)
         if clip.audio is not None:

@@ -66,6 +66,30 @@ class ErrorCode(StrEnum):
     MEDIA_NO_STREAMS = "media_no_streams"
     MEDIA_NO_DURATION = "media_no_duration"
     MEDIA_UNREADABLE = "media_unreadable"
+    MEDIA_FORMAT_REFUSED = "media_format_refused"  # a playlist, file list, image sequence or device
+    MEDIA_PROTOCOL_REFUSED = "media_protocol_refused"  # a URL whose protocol is not allowed
+    MEDIA_IO_ERROR = "media_io_error"  # the machine failed (I/O error, out of file handles): transient
+
+
+# Codes of MediaReadError: a request a usable file cannot serve, shown to the model as a percept.
+MEDIA_READ_CODES = frozenset(
+    c.value
+    for c in (
+        ErrorCode.NO_VIDEO,
+        ErrorCode.NO_AUDIO,
+        ErrorCode.BAD_AUDIO,
+        ErrorCode.AUDIO_OUT_OF_RANGE,
+        ErrorCode.VIDEO_OUT_OF_RANGE,
+        ErrorCode.DECODE_FAILED,
+        ErrorCode.MEDIA_TRUNCATED,
+        ErrorCode.MEDIA_READ_FAILED,
+    )
+)
+
+# MediaError codes worth another try on a later run: the machine failed (an I/O error, out of file
+# handles or memory). Every other MediaError is permanent: the file itself is missing or unusable,
+# and a rerun would fail the same way (an eval run redoes those only with retry_failed).
+TRANSIENT_MEDIA_CODES = frozenset({ErrorCode.MEDIA_IO_ERROR.value})
 
 
 class ActionRejected(Exception):
@@ -94,6 +118,12 @@ class MediaError(Exception):
         self.path = path
         self.reason = reason
         self.code = code
+
+    @property
+    def transient(self) -> bool:
+        """True when a later try may succeed (:data:`TRANSIENT_MEDIA_CODES`); False for a file
+        that is unusable as it is."""
+        return self.code in TRANSIENT_MEDIA_CODES
 
 
 class MediaReadError(Exception):

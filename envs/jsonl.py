@@ -20,12 +20,16 @@ Reading (:class:`JsonlReader`, :func:`read_jsonl`):
 
 Writing: :func:`write_atomic` (temp file in the same folder, fsync, rename; the temp file is removed
 on failure) for whole files, :func:`write_jsonl` for whole JSONL files, :func:`append_jsonl` (one
-write + fsync per record) for resumable logs, and :func:`repair_tail` to make a log appendable
-again after a kill.
+write + fsync per record; a failed append is cut back, so the log still ends with its last whole
+record) for resumable logs, and :func:`repair_tail` to make a log appendable again after a kill. A
+full disk or quota raises :class:`NoSpaceError`, whose message is one line naming the file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
 import json
 import logging
 import os
@@ -41,6 +45,7 @@ __all__ = [
     "JsonlError",
     "JsonlReader",
     "LineProblem",
+    "NoSpaceError",
     "append_jsonl",
     "dumps_record",
     "read_jsonl",
@@ -65,6 +70,31 @@ class LineProblem:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.lineno}: {self.message}"
+
+
+class NoSpaceError(OSError):
+    """A write failed because the disk (or the user's quota) is full; the message is one line,
+    ``no space left on device writing <path>``, and the file was left as it was before the write."""
+
+    def __init__(self, path: str | os.PathLike[str], errno_: int = errno.ENOSPC) -> None:
+        super().__init__(errno_, f"no space left on device writing {path}")
+        self.path = str(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@contextlib.contextmanager
+def _no_space_is_typed(path: Path) -> Iterator[None]:
+    """Raise :class:`NoSpaceError` (one clear line) for a full disk or quota inside the block."""
+    try:
+        yield
+    except NoSpaceError:
+        raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceError(path, exc.errno) from None
+        raise
 
 
 class JsonlError(ValueError):
@@ -107,6 +137,7 @@ class JsonlReader(Generic[T]):
     torn_tail: bool = False
     collect: bool = False
     missing_ok: bool = False
+    encoding: str = "utf-8"  # another codec (utf-16 of a file with a byte-order mark) is read as text
     torn: LineProblem | None = field(default=None, init=False)
     problems: list[LineProblem] = field(default_factory=list, init=False)
 
@@ -123,7 +154,11 @@ class JsonlReader(Generic[T]):
         if self.missing_ok and not path.exists():
             return
         with path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
+            lines: Iterator[bytes] = fh
+            if self.encoding.replace("_", "-").lower() not in ("utf-8", "utf8", "utf-8-sig"):
+                text = io.TextIOWrapper(fh, encoding=self.encoding, newline="")
+                lines = (line.encode("utf-8") for line in text)
+            for lineno, raw in enumerate(lines, start=1):
                 record = self._decode(lineno, raw)
                 if record is not _SKIP:
                     yield lineno, record
@@ -224,20 +259,21 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     fsynced before the rename and removed if anything fails.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600; keep what open() would have made
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _no_space_is_typed(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.chmod(tmp, _new_file_mode(path))  # mkstemp makes 0600; keep what open() would have made
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     _fsync_dir(path.parent)
     return path
 
@@ -251,21 +287,44 @@ def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, 
     """Append one record with one write and an fsync, so a kill leaves at most a torn last line.
 
     Refuses (``JsonlError``) to append after an unterminated last line, which would glue two
-    records together; call :func:`repair_tail` when resuming a log.
+    records together; call :func:`repair_tail` when resuming a log. A write that fails (a full
+    disk) is cut back, so the file ends with its last whole record. Unbuffered: no data is left in
+    a buffer that closing the file could still write.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     line = (dumps_record(record) + "\n").encode("utf-8")
-    with open(path, "a+b") as fh:
-        size = fh.seek(0, os.SEEK_END)
-        if size:
-            fh.seek(size - 1)
-            if fh.read(1) != b"\n":
-                message = "the last line is unterminated; call repair_tail before appending"
-                raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
+    with _no_space_is_typed(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+b", buffering=0) as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    message = "the last line is unterminated; call repair_tail before appending"
+                    raise JsonlError(path, [LineProblem(str(path), _count_lines(path, size) + 1, message)])
+            try:
+                _write_all(fh.fileno(), line)
+                os.fsync(fh.fileno())
+            except OSError:
+                _cut_back(fh.fileno(), size, path)
+                raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a write may take only part of them)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _cut_back(fd: int, size: int, path: Path) -> None:
+    """Truncate a log back to ``size`` bytes after a failed append, so it ends with its last whole
+    record (freeing space works even on a full disk; should it fail, resuming repairs the tail)."""
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    except OSError as exc:
+        log.warning("could not cut %s back to its last whole record (%s); resuming will", path, exc)
 
 
 def _unterminated_tail(fh: Any, block: int = 1 << 16) -> tuple[int, bytes]:

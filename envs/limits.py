@@ -65,6 +65,25 @@ class EnvLimits(BaseModel):
         json_schema_extra={"cli_aliases": ["--decoder"]},
     )
 
+    allow_protocols: tuple[str, ...] = Field(
+        (),
+        description="URL protocols a media name may use (comma-separated, e.g. https); by default a name "
+        "is always a local file",
+    )
+    allow_demuxers: tuple[str, ...] = Field(
+        (),
+        description="demuxers that open further inputs to allow for trusted files (comma-separated, e.g. "
+        "hls); by default playlists, concat lists, image sequences and devices are refused",
+    )
+
+    @field_validator("allow_protocols", "allow_demuxers", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        """A comma-separated string (a CLI flag, a YAML scalar) or a list of names."""
+        if isinstance(value, str):
+            return tuple(v.strip().lower() for v in value.split(",") if v.strip())
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _drop_retired(cls, data: Any) -> Any:

@@ -53,3 +53,11 @@ def check_length(start: float, end: float, cap: float, what: str, floor: float =
             ErrorCode.SPAN_TOO_LONG,
             f"a {what} may be at most {cap:g} s long; you asked for {end - start:.2f} s.",
         )
+
+
+def damage_notes(damaged: list[tuple[float, float]]) -> list[str]:
+    """A note naming the parts of a served span whose audio could not be decoded (silent there)."""
+    if not damaged:
+        return []
+    spans = ", ".join(f"{a:.2f}s-{b:.2f}s" for a, b in damaged)
+    return [f"The audio could not be decoded at {spans} (damaged data); it is silence there."]

@@ -198,9 +198,7 @@ class CliRun:
         from envs.media import MediaConfig, open_media
 
         try:
-            with open_media(
-                str(self.args.media), MediaConfig(backend=self.limits.backend, max_side=self.limits.max_side)
-            ):
+            with open_media(str(self.args.media), MediaConfig.from_limits(self.limits)):
                 pass
         except MediaError as exc:
             raise Stop(EXIT_MEDIA, f"cannot use {self.args.media}: {exc.reason}", "media_error") from exc
@@ -384,6 +382,12 @@ def _run(cli: CliRun) -> int:
         cli.err.print(Text(f"interrupted before the first turn; trajectory saved to {cli.out_path}"))
         return EXIT_INTERRUPTED
     except Stop as stop:
+        cli.save(cli.partial(stop))
+        _error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
+        return stop.code
+    except Exception as exc:  # a failure no step foresaw: still one line and a saved trajectory
+        stop = Stop(EXIT_ERROR, f"the run failed: {type(exc).__name__}: {' '.join(str(exc).split())}")
+        stop.__cause__ = exc
         cli.save(cli.partial(stop))
         _error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
         return stop.code

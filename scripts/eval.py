@@ -11,7 +11,8 @@ out_dir; rerunning the same command resumes. The code is :func:`omniagent.eval.c
 (also installed as ``omniagent-eval``). Exit codes: 0 done; 2 bad annotations, config or
 frozen-preset override; 3 train/eval overlap; 4 judge unreachable; 5 the policy backend cannot
 start or failed many tasks in a row (rerun with retry_failed=true once fixed); 6 another process is writing into
-out_dir (its PID is named); 130 interrupted (rerun to resume).
+out_dir (its PID is named); 7 no space left on the disk of out_dir (rerun with space to resume); 130
+interrupted (rerun to resume).
 """
 
 from omniagent.eval.cli import eval_main

@@ -37,6 +37,7 @@ from envs.audio import AudioReader
 from envs.env import OmniVideoEnv
 from envs.errors import MediaReadError
 from envs.media import open_media
+from envs.media_access import MediaAccess
 
 pytestmark = pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg CLI is the reference")
 
@@ -119,7 +120,7 @@ def test_overlaps_keep_the_earlier_audio(work: Path) -> None:
     second = tones(work / "ov1.m4a", 5.0, [(2.0, 2.5), (4.7, 4.9)], 1300.0)
     path = overlapping_list([first, second], work / "overlap.ffconcat", 4.5)
     reference = ffmpeg_decode(path, timeline=True)
-    reader = AudioReader(str(path))
+    reader = AudioReader(str(path), MediaAccess(allow_demuxers=("concat",)))  # a list: refused by default
     got = reader.read(0.0, 9.5)
     expected = onsets(reference)
     assert np.allclose(expected, [2.0, 4.7, 6.5, 9.2], atol=0.03)

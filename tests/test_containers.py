@@ -167,12 +167,15 @@ def test_audio_longer_than_video_opens_and_serves_each_stream_to_its_end(
         frames = m.frames(8.0, 15.0, 8)  # partly past the video's end: cut at it
         assert len(frames) == 8 and all(f.time <= m.info.video_end for f in frames)
         check(frames, audio_longer, spread(8.0, m.info.video_end, 8))
-        with pytest.raises(MediaReadError) as err:
-            m.frames(12.0, 14.0, 3)
-        assert err.value.code == "video_out_of_range" and "10.0" in str(err.value)
-        with pytest.raises(MediaReadError) as err:
-            m.clip(12.0, 13.0, 2.0)
-        assert err.value.code == "video_out_of_range"
+        # wholly after the video (the audio still runs): its last frame, at its own time, with a note
+        (tail,) = m.frames(12.0, 14.0, 3)
+        check([tail], audio_longer, [9.9])
+        note = m.video_tail_note(12.0, 14.0)
+        assert note is not None and f"ends at {m.info.video_end:.2f}s" in note
+        assert f"last frame, at {tail.time:.2f}s" in note
+        (tail,) = m.clip(12.0, 13.0, 2.0).frames
+        check([tail], audio_longer, [9.9])
+        assert m.video_tail_note(9.0, 9.9) is None
         assert tone_energy(m.audio(15.0, 16.0), 1000) > 0.8  # the audio after the video is served
         clip = m.clip(8.0, 12.0, 2.0)
         assert clip.audio is not None and len(clip.audio) == 4 * 16_000

@@ -11,10 +11,14 @@ from typing import Any
 
 from envs.jsonl import JsonlError, JsonlReader
 from omniagent.datasets.core import DatasetError, Row
+from omniagent.datasets.encoding import text_encoding
 
 
 def read_rows(path: str | os.PathLike[str], records_key: str | None = None) -> Iterator[Row]:
     """Records of an annotation file, each with its ``file:row`` (1-based line or index).
+
+    Text files are UTF-8, or UTF-16/32 with a byte-order mark; anything else is refused naming the
+    encoding detected (:mod:`omniagent.datasets.encoding`).
 
     ``.json`` files may hold a list of records, ``{records_key: [...]}`` (default keys tried:
     ``data``, ``annotations``, ``questions``), or a dict keyed by id whose values are dicts (the key
@@ -24,14 +28,15 @@ def read_rows(path: str | os.PathLike[str], records_key: str | None = None) -> I
     if not path.exists():
         raise DatasetError(f"{path}: annotation file not found")
     suffix = path.suffix.lower()
+    codec = text_encoding(path) if suffix in (".jsonl", ".json", ".csv") else "utf-8"
     if suffix == ".jsonl":  # hand-written input: '#' comments allowed, every bad line reported at once
         try:
-            for lineno, rec in JsonlReader(path, comments=True, collect=True):
+            for lineno, rec in JsonlReader(path, comments=True, collect=True, encoding=codec):
                 yield Row(rec, f"{path}:{lineno}")
         except JsonlError as exc:
             raise DatasetError(str(exc)) from None
     elif suffix == ".json":
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding=codec)
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -68,7 +73,7 @@ def read_rows(path: str | os.PathLike[str], records_key: str | None = None) -> I
         for i, rec in enumerate(table.to_pylist()):
             yield Row(rec, f"{path}:{i + 1}")
     elif suffix == ".csv":
-        with path.open(encoding="utf-8", newline="") as fh:
+        with path.open(encoding=codec, newline="") as fh:
             for i, rec in enumerate(csv.DictReader(fh), start=2):
                 yield Row(dict(rec), f"{path}:{i}")
     else:

@@ -68,21 +68,34 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
     return deco
 
 
-def outside_media_root(where: str, task: Task, media_root: str | os.PathLike[str]) -> list[str]:
-    """A problem line when ``task.media`` does not resolve inside ``media_root`` (``..`` and absolute
-    paths are normalised first; symbolic links are not followed, so a linked media library works)."""
+def _inside(root: str, path: str) -> bool:
+    try:
+        return os.path.commonpath([root, path]) == root
+    except ValueError:  # different drives
+        return False
+
+
+def outside_media_root(
+    where: str, task: Task, media_root: str | os.PathLike[str], follow_links: bool = False
+) -> list[str]:
+    """A problem line when ``task.media`` does not resolve inside ``media_root``: ``..`` and absolute
+    paths are normalised, and symbolic links resolved (on both sides), so a link inside the root
+    that points outside it is outside. ``follow_links`` judges the path as written instead."""
     root = os.path.normpath(os.path.abspath(os.path.expanduser(str(media_root))))
     media = os.path.normpath(os.path.abspath(os.path.expanduser(task.media)))
-    try:
-        inside = os.path.commonpath([root, media]) == root
-    except ValueError:  # different drives
-        inside = False
-    if inside:
+    if not _inside(root, media):
+        return [
+            f"{where}: media {task.media!r} of task {task.id!r} is outside media_root {root} "
+            "(allow it with allow_outside_media_root=True; in scripts/eval.py: "
+            "+benchmark.dataset_kwargs.allow_outside_media_root=true)"
+        ]
+    real_root, real = os.path.realpath(root), os.path.realpath(media)
+    if follow_links or _inside(real_root, real):
         return []
     return [
-        f"{where}: media {task.media!r} of task {task.id!r} is outside media_root {root} "
-        "(allow it with allow_outside_media_root=True; in scripts/eval.py: "
-        "+benchmark.dataset_kwargs.allow_outside_media_root=true)"
+        f"{where}: media {task.media!r} of task {task.id!r} is a link to {real}, outside media_root "
+        f"{real_root} (follow such links with follow_links_outside_media_root=True; in scripts/eval.py: "
+        "+benchmark.dataset_kwargs.follow_links_outside_media_root=true)"
     ]
 
 
@@ -95,6 +108,7 @@ def load_dataset(
     check: bool = True,
     task_types: list[str] | None = None,
     allow_outside_media_root: bool = False,
+    follow_links_outside_media_root: bool = False,
     **kwargs: Any,
 ) -> LoadedDataset:
     """Load a registered dataset. ``annotations``: a file, a folder of files, or a list of them.
@@ -102,7 +116,8 @@ def load_dataset(
     ``media_root`` defaults to the folder of the (first) annotation file. Every media path must
     resolve inside it: an annotation naming ``../x.mp4`` or an absolute path elsewhere is refused
     (:class:`DatasetError`) unless ``allow_outside_media_root``, so a downloaded annotation file
-    cannot point the run at arbitrary files. A record repeated exactly (same task) is dropped with
+    cannot point the run at arbitrary files. Links are resolved first: a link inside the root
+    pointing outside it is refused too, unless ``follow_links_outside_media_root``. A record repeated exactly (same task) is dropped with
     a warning (``LoadedDataset.warnings``); the same id with other content is an error. ``task_types`` keeps only
     those types; ``limit`` keeps the first N tasks in file order (before dropping missing media, so
     two users with different missing files still attempt the same ids). ``kwargs`` go to
@@ -135,7 +150,7 @@ def load_dataset(
         if same_text:
             warnings.append(same_text)
         if media_root is not None and not allow_outside_media_root:
-            problems.extend(outside_media_root(where, item, media_root))
+            problems.extend(outside_media_root(where, item, media_root, follow_links_outside_media_root))
     if problems:
         shown = problems[:20]
         more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""

@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from omegaconf.errors import MissingMandatoryValue
 
-from envs.jsonl import write_atomic
+from envs.jsonl import NoSpaceError, write_atomic
 from omniagent.datasets import DatasetError, load_dataset
 from omniagent.eval.batch import FolderLockedError
 from omniagent.eval.config import FrozenPresetError
@@ -51,6 +51,7 @@ EVAL_EXITS: list[tuple[type[BaseException], str, int]] = [
     (PolicyStreakError, "policy", 5),
     (PolicyError, "policy", 5),
     (FolderLockedError, "busy", 6),
+    (NoSpaceError, "disk full", 7),
 ]
 
 

@@ -100,13 +100,20 @@ class EvalConfig(BaseModel):
             "policy": self.policy,
             "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if not SECRET_KEY.search(k)},
             "mode": self.mode,
-            "limits": self.env_limits().model_dump(exclude={"backend"}),
+            "limits": fingerprint_limits(self.env_limits()),
             "max_turns": self.max_turns,
             "temperature": self.temperature,
             "seed": self.seed,
             "passive": self.passive.model_dump() if self.mode == "passive" else None,
             **self.fingerprint_extra,
         }
+
+
+def fingerprint_limits(limits: EnvLimits) -> dict[str, Any]:
+    """The limits that change the numbers: not the decoder, and the media access options only when
+    set (so folders made before those options existed still resume)."""
+    unset = {name for name in ("allow_protocols", "allow_demuxers") if not getattr(limits, name)}
+    return limits.model_dump(exclude={"backend", *unset})
 
 
 class FrozenPresetError(ValueError):

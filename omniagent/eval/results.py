@@ -104,7 +104,7 @@ def error_row(task: Task, cfg: EvalConfig, exc: BaseException, started: float) -
         "reward": 0.0,
         "reward_available": False,
         "stop_reason": None,
-        "error_code": f"exception:{type(exc).__name__}",
+        "error_code": getattr(exc, "code", None) or f"exception:{type(exc).__name__}",
         "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:],
         "max_turns": cfg.max_turns,
         "turns": 0,

@@ -11,6 +11,11 @@ row to ``results.jsonl`` last (the row is the commit marker). So:
 - a media error (unusable file) or a policy error (dead server, garbage) is a ``failed`` row and
   the run moves on; an unexpected exception is an ``error`` row, retried by the next run; after
   ``max_consecutive_policy_errors`` policy failures in a row the run stops (:class:`PolicyStreakError`).
+  A media error is permanent (``failed``, redone only with ``retry_failed``) unless its code is one of
+  :data:`envs.errors.TRANSIENT_MEDIA_CODES` (an I/O error, out of file handles): then it is an
+  ``error`` row with that code;
+- a full disk stops the run with :class:`envs.jsonl.NoSpaceError` (one line naming the file); the
+  log it hit is cut back to its last whole row, so a rerun with space resumes without duplicates.
 
 Every worker's policy is built in the calling thread **before** the worker threads start: model
 backends import and load their libraries once, in one thread (transformers' lazy imports are not
@@ -35,6 +40,7 @@ from pydantic import BaseModel
 
 from envs.env import OmniVideoEnv
 from envs.errors import MediaError
+from envs.jsonl import NoSpaceError
 from envs.tasks import Task
 from omniagent.episode import EpisodeInterrupted, run_episode
 from omniagent.eval.batch import ErrorStreak, ResumableBatch
@@ -150,10 +156,12 @@ class _Run:
                 if task.evidence:  # for the report's timeline (omniagent/report.py)
                     traj.meta["evidence"] = task.evidence
             except MediaError as exc:
+                if exc.transient:  # the machine, not the file: an error row, retried by the next run
+                    raise
                 traj = _failed_traj(task, self.cfg, w.policy, exc, [], "media_error")
             row = result_row(task, traj, self.cfg, started)
             self.batch.commit(row, logs={TRAJECTORIES: [traj]})
-        except (KeyboardInterrupt, JudgeError):
+        except (KeyboardInterrupt, JudgeError, NoSpaceError):
             raise
         except Exception as exc:  # a bug or an unwritable trajectory: an error row, retried next run
             row = error_row(task, self.cfg, exc, started)

@@ -251,6 +251,19 @@ def _csv_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run as a formula (OWASP)
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text, never runs: a string starting with ``=``, ``+``, ``-``,
+    ``@``, a tab or a carriage return gets a leading single quote (OWASP's CSV injection advice);
+    numbers, and strings that are plain numbers (``-0.5``), are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
 def write_summary(
     summary: dict[str, Any], out_dir: str | os.PathLike[str], stem: str = "summary"
 ) -> tuple[Path, Path]:
@@ -265,7 +278,7 @@ def write_summary(
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS)
     w.writeheader()
-    w.writerows(_csv_rows(summary))
+    w.writerows({k: spreadsheet_safe(v) for k, v in row.items()} for row in _csv_rows(summary))
     write_atomic(cs, buf.getvalue())
     return js, cs
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.media_access import ffmpeg_input_args  # a media name is a file for the ffmpeg CLI too
+
 
 def make_video(path: Path, minutes: int) -> Path:
     if path.exists():
@@ -60,7 +62,7 @@ def timed(fn, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
 def ffmpeg_frame(path: str, t: float, size: tuple[int, int]) -> np.ndarray:
     """The official OmniAgent code's way: one ffmpeg process per frame (accurate seek)."""
     w, h = size
-    cmd = ["ffmpeg", "-v", "error", "-ss", f"{t:.3f}", "-i", path, "-frames:v", "1", "-s", f"{w}x{h}",
+    cmd = ["ffmpeg", "-v", "error", "-ss", f"{t:.3f}", *ffmpeg_input_args(path), "-frames:v", "1", "-s", f"{w}x{h}",
            "-f", "rawvideo", "-pix_fmt", "rgb24", "-"]  # fmt: skip
     raw = subprocess.run(cmd, check=True, capture_output=True).stdout
     return np.frombuffer(raw, np.uint8).reshape(h, w, 3)
@@ -73,8 +75,7 @@ def extract_all_ffmpeg(path: str, dst: str) -> None:
         "-v",
         "error",
         "-y",
-        "-i",
-        path,
+        *ffmpeg_input_args(path),
         "-vn",
         "-ac",
         "1",
