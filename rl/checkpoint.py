@@ -121,7 +121,7 @@ def graft_weights(
 ) -> list[str]:
     """A copy of the complete folder ``base`` whose tensors named ``prefix...`` are ``donor``'s, written
     atomically to ``out_dir``; returns the grafted names. Why: a vision encoder trained to read by
-    captions alone (``rl.reading_probe``) can start SFT without the text model that training bent
+    captions alone (``recipes.tiny_agent.probes.reading``) can start SFT without the text model that training bent
     (README "Reading values"). Both folders must hold one ``model.safetensors`` of the same shapes."""
     from safetensors.torch import load_file, save_file
 

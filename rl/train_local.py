@@ -11,19 +11,19 @@ algorithm setting from the key verl reads (see :class:`Args`). One iteration:
 
 1. **Rollout.** ``data.train_batch_size`` tasks, each played ``rollout.n`` times (one group) through
    :class:`envs.env.OmniVideoEnv` and the transformers backend, sampling at ``rollout.temperature``.
-   Every turn is recorded as an SFT sample (:class:`TurnEncoder`, the builder of ``rl/sft_dataset.py``):
+   Every turn is recorded as an SFT sample (:class:`TurnEncoder`, the builder of ``rl/sft/dataset.py``):
    the context exactly as the environment showed it, the loss mask on that turn's output only. With
    ``algorithm.filter_groups.enable`` (DAPO), groups whose episodes all scored alike are replaced by new draws.
 2. **Old log-probs.** One no-grad forward per turn row gives the behaviour policy's per-token log-prob and
    entropy on exactly the tokens trained (as verl recomputes them with the actor; the rollout and training
    model are the same weights in the same precision here, so verl's rollout importance correction is 1).
-3. **Advantages.** :func:`rl.taura.taura_advantages`: GRPO outcome advantage per trajectory, times the TAURA
+3. **Advantages.** :func:`rl.algo.taura.taura_advantages`: GRPO outcome advantage per trajectory, times the TAURA
    turn weight (``taura.mode``: taura | grpo | ig | oracle; ``taura.hold_answer_turns``: answer turns at 1).
 4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
    clip ``clip_ratio_c``, ``loss_agg_mode`` token-mean) over mini-batches of ``actor.ppo_mini_batch_size`` x
    ``rollout.n`` turn rows (as verl counts them), AdamW with ``actor.optim`` settings and ``actor.grad_clip``;
    with ``actor.use_kl_loss``, plus ``kl_loss_coef`` x a per-token KL estimate to the starting model; with
-   ``local.sft_anchor``, plus the SFT loss of a few rows of the agent's SFT set per step (PPO-ptx, rl/sft_anchor.py).
+   ``local.sft_anchor``, plus the SFT loss of a few rows of the agent's SFT set per step (PPO-ptx, rl/local/sft_anchor.py).
 5. **Log, eval, save.** A row of ``<run_dir>/metrics.csv``; a greedy held-out eval every ``local.eval_every``;
    a complete, loadable checkpoint folder (:func:`rl.checkpoint.save_checkpoint`) with the optimizer state every
    ``local.save_every``. Started again, the run resumes from the newest checkpoint (also after ``kill -9``):
@@ -51,8 +51,19 @@ from envs.tasks import Task, load_tasks_jsonl
 from omniagent.episode import run_episode
 from omniagent.policy import Policy, TurnOutput
 from omniagent.trajectory import Trajectory
+from recipes.tiny_agent.probes.turn_labels import overlaps_evidence, touched_evidence
+from rl.algo.reward import (
+    RewardConfig,
+    answer_closeness,
+    group_credit,
+    prior_score,
+    reading_rate,
+    shaped_reward,
+)
+from rl.algo.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
+from rl.algo.turn_budget import turn_budget
 from rl.checkpoint import latest_checkpoint, load_training_state, prune_checkpoints, save_checkpoint
-from rl.local_rollout import (
+from rl.local.rollout import (
     TurnEncoder,
     TurnRow,
     append_rollouts,
@@ -64,20 +75,9 @@ from rl.local_rollout import (
     truncate_rollouts,
     write_metrics,
 )
-from rl.reward import (
-    RewardConfig,
-    answer_closeness,
-    group_credit,
-    prior_score,
-    reading_rate,
-    shaped_reward,
-)
-from rl.sft_anchor import SFTAnchor
-from rl.sft_step import collate
-from rl.task_draw import tasks_from_config
-from rl.taura import SCORE_MODES, answer_turns, taura_advantages, weight_stats
-from rl.turn_budget import turn_budget
-from rl.turn_labels import overlaps_evidence, touched_evidence
+from rl.local.sft_anchor import SFTAnchor
+from rl.local.task_draw import tasks_from_config
+from rl.sft.step import collate
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
 
@@ -107,7 +107,7 @@ class Args:
     mini_batch_rows: (
         int  # actor_rollout_ref.actor.ppo_mini_batch_size x rollout.n: turn rows per optimizer step
     )
-    mode: str  # taura.mode: taura | grpo | ig | oracle (rl/taura.py)
+    mode: str  # taura.mode: taura | grpo | ig | oracle (rl/algo/taura.py)
     std_eps: float  # taura.std_eps: added to the group reward std
     entropy_eps: float  # taura.entropy_eps: groups with mean turn score <= this get weight 1
     score_floor: float  # taura.score_floor: ig/oracle weight = (floor + score) / group mean
@@ -450,7 +450,7 @@ def update(
     Observation's, whose likelihood the episode's advantage would otherwise move with answer luck.
 
     With ``local.sft_anchor`` (``anchor``), each optimizer step also carries ``coef`` times the SFT loss of a few rows
-    of the SFT set (:mod:`rl.sft_anchor`, PPO-ptx): an anchor for the question types the batch does not hold."""
+    of the SFT set (:mod:`rl.local.sft_anchor`, PPO-ptx): an anchor for the question types the batch does not hold."""
     params = [p for p in model.parameters() if p.requires_grad]
     size = max(1, args.mini_batch_rows)
     target_kl = args.local.get("target_kl")
@@ -659,7 +659,7 @@ def rl_turn_scores(
     """Per-row turn scores for ``mode=ig`` (answer-entropy drop) and ``mode=oracle`` (evidence overlap)."""
     if args.mode not in SCORE_MODES:
         return None
-    from rl.info_gain import information_gains
+    from rl.local.info_gain import information_gains
 
     if args.mode == "oracle":
         return torch.tensor(

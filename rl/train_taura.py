@@ -40,7 +40,7 @@ def main(config: DictConfig) -> None:
             f"rl/train_taura.py needs a CUDA GPU and vLLM; found no {' and no '.join(missing)}. "
             "On one machine without them: python rl/train_local.py +exp=tiny local.train_tasks=TASKS.jsonl"
         )
-    from rl.verl_trainer import run_taura
+    from rl.verl_ext.trainer import run_taura
 
     run_taura(config)
 

@@ -20,7 +20,6 @@ from omniagent.checkpoint import IncompleteCheckpointError, check_checkpoint, mi
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import save_trajectories
-from rl import sft_export
 from rl.checkpoint import (
     complete_checkpoint,
     latest_checkpoint,
@@ -30,6 +29,7 @@ from rl.checkpoint import (
 from rl.checkpoint import (
     main as checkpoint_main,
 )
+from rl.sft import export as sft_export
 
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = {"max_side": 64, "clip_fps": 2.0}

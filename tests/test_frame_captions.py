@@ -1,7 +1,7 @@
-"""Single-frame captions interleaved with SFT (rl/frame_captions.py): the samples are the teacher's
+"""Single-frame captions interleaved with SFT (recipes/tiny_agent/frame_captions.py): the samples are the teacher's
 sentence for each distinct served frame, batches are a function of the seed and step, captions make
 the model's loss depend on the image, and media without a synthetic sidecar fail clearly. Also the
-check of an agent's own Observations against the world (rl/observation_check.py)."""
+check of an agent's own Observations against the world (recipes/tiny_agent/probes/observations.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from envs.synth import generate_benchmark
 from omniagent.backends.synth_world import Percept, SynthWorld, describe, frame_sentences
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
-from rl import sft_export
-from rl.frame_captions import CaptionBatches, caption_chats, percept_chats, pool_chats
-from rl.sft_step import collate, sft_loss
+from recipes.tiny_agent.frame_captions import CaptionBatches, caption_chats, percept_chats, pool_chats
+from rl.sft import export as sft_export
+from rl.sft.step import collate, sft_loss
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def dataset(synth_parquet: Path) -> Any:
     from transformers import AutoTokenizer
 
     from omniagent.tiny_model import build_tiny_thinker
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
 
     path = synth_parquet.parent / "thinker"
     build_tiny_thinker(seed=0, out_dir=path)
@@ -195,7 +195,7 @@ def test_media_without_a_synthetic_sidecar_fail_with_the_switch(dataset: Any, tm
 
 
 def test_observation_check_counts_true_and_false_frame_claims(teacher_run: Path, tmp_path: Path) -> None:
-    from rl.observation_check import claim_accuracy, main
+    from recipes.tiny_agent.probes.observations import claim_accuracy, main
 
     honest = claim_accuracy(teacher_run)
     assert honest["turns"] >= 2 and honest["hue_claims"] >= 2 and honest["hue_true"] == 1.0
@@ -318,7 +318,7 @@ def test_a_pool_adds_its_frames_to_the_caption_batches(dataset: Any, pool_dir: P
 def test_reading_probe_scores_the_worlds_own_sentence_perfectly_and_a_misread_value_as_named(
     pool_dir: Path,
 ) -> None:
-    from rl.reading_probe import held_out_frames, score_caption
+    from recipes.tiny_agent.probes.reading import held_out_frames, score_caption
 
     frames = held_out_frames([pool_dir])
     worlds = [SynthWorld.for_media(p) for p in sorted(pool_dir.glob("*.mp4"))]
@@ -344,7 +344,7 @@ def test_reading_probe_scores_the_worlds_own_sentence_perfectly_and_a_misread_va
 def test_reading_probe_trains_captions_and_reports_every_measure(
     dataset: Any, synth_parquet: Path, pool_dir: Path, tmp_path: Path
 ) -> None:
-    from rl.reading_probe import main
+    from recipes.tiny_agent.probes.reading import main
 
     out = tmp_path / "reading.json"
     assert main(["--model", str(dataset.model_dir), "--eval-dir", str(pool_dir), "--train-data",
@@ -362,7 +362,7 @@ def test_vision_only_reading_changes_the_encoder_and_not_one_text_weight(
 ) -> None:
     from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
 
-    from rl.reading_probe import main, trainable_params
+    from recipes.tiny_agent.probes.reading import main, trainable_params
 
     before = Thinker.from_pretrained(dataset.model_dir, dtype=torch.float32)
     assert main(["--model", str(dataset.model_dir), "--eval-dir", str(pool_dir), "--train-data",

@@ -1,4 +1,4 @@
-"""Glyph pretraining (rl/glyph_pretrain.py): each frame's labels are the synthetic world's, the shift
+"""Glyph pretraining (recipes/tiny_agent/glyph_pretrain.py): each frame's labels are the synthetic world's, the shift
 moves the picture and never the frame-index barcode, training lowers the heads' loss while changing
 the vision encoder alone, and the saved folder is a complete agent. Also the recipe's glyph stage."""
 
@@ -14,7 +14,7 @@ import torch
 from envs.synth import generate_benchmark
 from envs.synth.barcode import barcode_height, decode_frame_index
 from omniagent.backends.synth_world import SynthWorld
-from rl.glyph_pretrain import LABELS, frame_labels, labelled_frames, shifted
+from recipes.tiny_agent.glyph_pretrain import LABELS, frame_labels, labelled_frames, shifted
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_training_lowers_the_loss_and_changes_only_the_encoder(media: Path, tmp_
 
     from omniagent.checkpoint import check_checkpoint
     from omniagent.tiny_model import build_tiny_thinker
-    from rl.glyph_pretrain import main
+    from recipes.tiny_agent.glyph_pretrain import main
 
     build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
     before = Thinker.from_pretrained(tmp_path / "tiny", dtype=torch.float32)
@@ -90,8 +90,8 @@ def test_mean_pooling_scores_a_frame_by_its_average_token(tmp_path: Path) -> Non
     from transformers import Qwen2_5OmniThinkerForConditionalGeneration as Thinker
 
     from omniagent.tiny_model import build_tiny_thinker
-    from rl.glyph_pretrain import GlyphHeads, _pixels
-    from rl.sft_dataset import load_processor
+    from recipes.tiny_agent.glyph_pretrain import GlyphHeads, _pixels
+    from rl.sft.dataset import load_processor
 
     build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
     visual = Thinker.from_pretrained(tmp_path / "tiny", dtype=torch.float32).visual.eval()
@@ -119,7 +119,7 @@ def test_mean_pooling_scores_a_frame_by_its_average_token(tmp_path: Path) -> Non
 
 def test_the_recipe_glyph_stage_feeds_sft_with_the_encoder_frozen(tmp_path: Path) -> None:
     """(With the earlier agent's preset, whose recipe has no glyph stage, as the base.)"""
-    from rl.tiny_recipe import glyph_command, parse_args, read_command, sft_command
+    from recipes.tiny_agent.recipe import glyph_command, parse_args, read_command, sft_command
 
     earlier = ["--preset", "event-phase"]
 

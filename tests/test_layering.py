@@ -33,5 +33,5 @@ def test_no_module_imports_a_higher_layer(package: str) -> None:
 
 def test_the_check_sees_imports_inside_functions(tmp_path: Path) -> None:
     mod = tmp_path / "m.py"
-    mod.write_text("import os\n\ndef f():\n    from rl.taura import x\n    import omniagent.policy\n")
+    mod.write_text("import os\n\ndef f():\n    from rl.algo.taura import x\n    import omniagent.policy\n")
     assert imported_top_levels(mod) == {"os", "rl", "omniagent"}

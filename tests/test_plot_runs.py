@@ -1,4 +1,4 @@
-"""rl/plot_runs.py: the reward curve and the applied turn weights are read from a run folder as written."""
+"""recipes/tiny_agent/plot_runs.py: the reward curve and the applied turn weights are read from a run folder as written."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.plot_runs import (
+from recipes.tiny_agent.plot_runs import (
     answer_letters,
     fixed_task_change,
     flat_groups,

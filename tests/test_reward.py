@@ -1,4 +1,4 @@
-"""The RL reward both trainers share (rl/reward.py): format penalties and the evidence gate, on the spans the real
+"""The RL reward both trainers share (rl/algo/reward.py): format penalties and the evidence gate, on the spans the real
 environment serves; the reading credit, on what the perceiving teacher wrote about synthetic media and on copies of
 its Observations with an item left out, an item added, or nothing described."""
 
@@ -18,7 +18,7 @@ from omniagent.backends.synth_world import SynthWorld, percept_from_record
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.reward import (
+from rl.algo.reward import (
     RewardConfig,
     TurnText,
     answer_closeness,
@@ -220,9 +220,9 @@ def test_media_without_a_ground_truth_earn_no_reading_credit(
 def test_reading_breakdown_splits_served_frames_by_content_and_centres_rewards_within_groups(
     teacher_trajs: list[Trajectory], tmp_path: Path
 ) -> None:
-    """rl.reading_breakdown on rollouts written like the local trainer's: the teacher reads every frame it served
+    """recipes.tiny_agent.probes.reading_breakdown on rollouts written like the local trainer's: the teacher reads every frame it served
     (empty or not), a copy with its Observations blanked reads none; centred rewards sum to 0 within a group."""
-    from rl.reading_breakdown import breakdown, load_rollouts, main
+    from recipes.tiny_agent.probes.reading_breakdown import breakdown, load_rollouts, main
 
     rows = []
     for g, traj in enumerate(teacher_trajs):

@@ -17,8 +17,8 @@ COMMANDS = [
     (["rl/train_taura.py", "+exp=7b", "--cfg", "job"], "adv_estimator: taura"),
     (["rl/train_sft.py", "+exp=tiny", "--cfg", "job"], "OmniTurnSFTDataset"),
     (["rl/synthesize.py", "teacher.kwargs.model=T", "teacher.kwargs.base_url=U", "--cfg", "job"], "model: T"),
-    (["-m", "rl.sft_export", "--help"], "--kept"),
-    (["-m", "rl.rl_dataset", "--help"], "--tasks"),
+    (["-m", "rl.sft.export", "--help"], "--kept"),
+    (["-m", "rl.verl_ext.rl_dataset", "--help"], "--tasks"),
 ]
 
 

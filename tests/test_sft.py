@@ -17,7 +17,7 @@ from envs.messages import count_media_parts, media_messages
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory, save_trajectories
-from rl import sft_export
+from rl.sft import export as sft_export
 
 LIMITS = {"max_side": 64, "clip_fps": 2.0}
 
@@ -81,7 +81,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dataset(parquet: Path, tiny_dir: Path) -> Any:
     from transformers import AutoTokenizer
 
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
 
     tok = AutoTokenizer.from_pretrained(tiny_dir)
     return OmniTurnSFTDataset(
@@ -154,7 +154,7 @@ def test_replay_detects_a_different_environment(trajectories: list[Trajectory]) 
 
 def test_synthesis_output_exports(tmp_path: Path, video_path: Path) -> None:
     from envs.tasks import Task, save_tasks_jsonl
-    from rl.synthesize import run_synthesis
+    from rl.synthesis.synthesize import run_synthesis
 
     tasks = save_tasks_jsonl(
         [Task(id="a", media=str(video_path), question="How long is it?", task_type="num", answer=20.0)],
@@ -221,11 +221,11 @@ def test_verl_loads_and_collates_the_dataset(parquet: Path, tiny_dir: Path) -> N
     from verl.utils.dataset.dataset_utils import SFTTensorCollator
     from verl.utils.model import extract_multi_modal_inputs
 
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
 
     data_cfg = OmegaConf.create(
         {
-            "custom_cls": {"path": "pkg://rl.sft_dataset", "name": "OmniTurnSFTDataset"},
+            "custom_cls": {"path": "pkg://rl.sft.dataset", "name": "OmniTurnSFTDataset"},
             "pad_mode": "no_padding",
             "max_length": 8192,
             "truncation": "error",
@@ -250,7 +250,7 @@ def test_loss_goes_down_on_a_repeated_batch(dataset: Any, tiny_dir: Path) -> Non
     import torch
 
     from omniagent.tiny_model import load_tiny_thinker
-    from rl.sft_step import collate, freeze_modules, sft_loss, train_steps
+    from rl.sft.step import collate, freeze_modules, sft_loss, train_steps
 
     torch.manual_seed(0)
     model, _ = load_tiny_thinker(tiny_dir)
@@ -286,7 +286,7 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
     from verl.utils.import_utils import load_extern_object
 
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
     from rl.train_sft import _placeholders, launch, torchrun_command, verl_config, write_verl_config
 
     cfg = compose_sft(["+exp=7b", f"omni_sft.run_dir={tmp_path}"])
@@ -335,17 +335,17 @@ def test_local_mode_trains_through_the_dataset_class(compose_sft: Any, parquet: 
 def test_the_text_warmup_gets_its_option_shuffles_from_the_config(
     compose_sft: Any, parquet: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import rl.text_warmup
+    import recipes.tiny_agent.text_warmup
     from rl.train_sft import launch
 
     assert compose_sft(["+exp=tiny"]).omni_sft.local.text_warmup.option_shuffles == 0
-    seen, real = [], rl.text_warmup.short_turns
+    seen, real = [], recipes.tiny_agent.text_warmup.short_turns
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(args[3:])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(rl.text_warmup, "short_turns", spy)
+    monkeypatch.setattr(recipes.tiny_agent.text_warmup, "short_turns", spy)
     cfg = compose_sft(["+exp=tiny", f"model.path={tiny_dir}", f"data.train_files={parquet}",
                        "omni_sft.local.steps=1", "omni_sft.local.max_samples=1", "omni_sft.local.text_warmup.steps=1",
                        "omni_sft.local.text_warmup.option_shuffles=3", "trainer.seed=5"])  # fmt: skip
@@ -397,9 +397,9 @@ def test_prepare_thinker_from_full_checkpoint(tiny_dir: Path, tmp_path: Path) ->
 def test_media_probe_compares_real_and_zeroed_media_by_region(dataset: Any, tiny_dir: Path) -> None:
     import torch
 
-    from rl.local_sft import _load_model
-    from rl.media_probe import MEDIA_INPUTS, media_dependence, region_of, zero_media
-    from rl.sft_step import collate
+    from recipes.tiny_agent.probes.media import MEDIA_INPUTS, media_dependence, region_of, zero_media
+    from rl.sft.local import _load_model
+    from rl.sft.step import collate
 
     assert region_of('{"observation": "a') == "observation"
     assert region_of('{"observation": "a", "thought": "b') == "thought"
@@ -426,8 +426,8 @@ def test_encoders_only_training_skips_turns_without_media(dataset: Any, tiny_dir
     turn has no trainable parameter on its path, so the step is skipped instead of failing."""
     import torch
 
-    from rl.local_sft import _load_model
-    from rl.sft_step import collate, freeze_modules, optimizer_step
+    from rl.sft.local import _load_model
+    from rl.sft.step import collate, freeze_modules, optimizer_step
 
     model = _load_model(str(tiny_dir))
     freeze_modules(model, ["model", "lm_head"])

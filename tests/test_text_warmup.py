@@ -1,4 +1,4 @@
-"""The short-context text warm-up (rl/text_warmup.py): what a sample holds, and that it trains."""
+"""The short-context text warm-up (recipes/tiny_agent/text_warmup.py): what a sample holds, and that it trains."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 
 from envs.media import MediaInfo
 from envs.prompts import question_prompt
-from rl.text_warmup import collate_text, observation_end, reorder_options, run_text_warmup, short_turns
+from recipes.tiny_agent.text_warmup import (
+    collate_text,
+    observation_end,
+    reorder_options,
+    run_text_warmup,
+    short_turns,
+)
 
 SYSTEM = "You answer a question about a long video. " * 20
 TASK = "Media: duration 60.00 s.\nQuestion: Which digit is shown on screen at about 57 s?"

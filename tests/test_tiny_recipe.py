@@ -12,12 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from rl.local_sft import lr_at, sample_indices
-from rl.recipe_results import results_markdown, well_formed
-from rl.synth_sets import blank_media
-from rl.synth_sets import main as synth_sets_main
-from rl.tiny_agent import mrope_section
-from rl.tiny_recipe import (
+from recipes.tiny_agent.model import mrope_section
+from recipes.tiny_agent.recipe import (
     _eval_cmd,
     events_command,
     parse_args,
@@ -30,6 +26,10 @@ from rl.tiny_recipe import (
     synth_command,
     turn_token_stats,
 )
+from recipes.tiny_agent.results import results_markdown, well_formed
+from recipes.tiny_agent.sets import blank_media
+from recipes.tiny_agent.sets import main as synth_sets_main
+from rl.sft.local import lr_at, sample_indices
 
 OLD = ["--preset", "event-phase"]  # the agent shipped before, whose recipe left these options off
 
@@ -233,8 +233,8 @@ def test_caption_pool_and_vision_size_are_options_on_in_the_shipped_recipe(tmp_p
     """A caption pool reaches both phases' captions, is built from its own seed, and never from the
     training or held-out seed; the vision size reaches the agent's config. The defaults are the
     shipped agent's (pool, glyph and read stages on); the earlier agent's preset has none."""
-    from rl.synth_sets import make_caption_pool
-    from rl.tiny_agent import AgentSize, _thinker_config
+    from recipes.tiny_agent.model import AgentSize, _thinker_config
+    from recipes.tiny_agent.sets import make_caption_pool
 
     plain = parse_args([*OLD, "--out", str(tmp_path)])
     assert not any("captions.pool" in x for x in sft_command(plain) + events_command(plain))
@@ -401,14 +401,14 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
 
 def test_every_readme_recipe_command_parses() -> None:
-    """The README's `python -m rl.tiny_recipe ...` commands name only flags and stages the recipe has
+    """The README's `python -m recipes.tiny_agent ...` commands name only flags and stages the recipe has
     (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
     import shlex
 
     text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     commands = []
     for line in text.replace("\\\n", " ").splitlines():
-        for part in line.split("python -m rl.tiny_recipe ")[1:]:
+        for part in line.split("python -m recipes.tiny_agent ")[1:]:
             for end in ("#", "&&", "|", "`", ";"):
                 part = part.split(end)[0]
             commands.append(shlex.split(part))

@@ -28,11 +28,12 @@ from omniagent.checkpoint import check_checkpoint
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
+from rl.algo.reward import closeness
+from rl.algo.turn_budget import turn_budget
 from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
-from rl.info_gain import answer_entropy, information_gains
-from rl.local_rollout import TurnEncoder, TurnRow
-from rl.reward import closeness
-from rl.task_draw import training_tasks
+from rl.local.info_gain import answer_entropy, information_gains
+from rl.local.rollout import TurnEncoder, TurnRow
+from rl.local.task_draw import training_tasks
 from rl.train_local import (
     Args,
     RecordingPolicy,
@@ -48,7 +49,6 @@ from rl.train_local import (
     train,
     update,
 )
-from rl.turn_budget import turn_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny-scale run: 1-2 groups of 2-4 episodes, 2 turns each, short outputs.
@@ -177,7 +177,7 @@ def test_shuffle_options_gives_each_episode_its_own_letters_for_the_same_answer(
 def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
     """``+exp=tiny_agent`` plays episodes as the recipe evaluated its agent: the same caps, K = 16 and the
     same generation limit, so RL starts from the behaviour the held-out table measured."""
-    from rl.tiny_recipe import limit_overrides, parse_args
+    from recipes.tiny_agent.recipe import limit_overrides, parse_args
 
     cfg = compose_config(
         ["+exp=tiny_agent", "actor_rollout_ref.model.path=x", f"local.train_tasks={train_tasks}"]
@@ -604,7 +604,7 @@ def test_kl_anchor_is_the_starting_model_also_after_resume(
 @pytest.fixture(scope="module")
 def sft_parquet(oracle_turns, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The oracle's episode (frames, then the right answer) exported as SFT rows, as rl/sft_export writes them."""
-    from rl.sft_export import export_parquet
+    from rl.sft.export import export_parquet
 
     traj = oracle_turns[3]
     path = tmp_path_factory.mktemp("anchor") / "train.parquet"
@@ -617,7 +617,7 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
 ) -> None:
     """With zero advantages and no KL the PPO term has no gradient: the policy moves only with the anchor, and
     each step lowers the anchor rows' NLL (logged as sft_nll)."""
-    from rl.sft_anchor import SFTAnchor
+    from rl.local.sft_anchor import SFTAnchor
 
     policy, encoder, _, _, turns = oracle_turns
     base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.05, mini_batch_rows=len(turns), kl_coef=0.0)
@@ -647,7 +647,7 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
 
 
 def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, sft_parquet: Path) -> None:
-    from rl.sft_anchor import SFTAnchor
+    from rl.local.sft_anchor import SFTAnchor
 
     encoder = oracle_turns[1]
     one, two = (SFTAnchor(str(sft_parquet), 0.5, 1, 7, encoder) for _ in range(2))
@@ -768,7 +768,7 @@ def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(
 
 def _warm_start(policy, encoder: TurnEncoder, tasks: Path, steps: int) -> None:
     """Teach the random tiny thinker the answer format: a few SFT steps on an oracle's answer turns."""
-    from rl.sft_step import collate, train_steps
+    from rl.sft.step import collate, train_steps
 
     items = []
     for task in load_tasks_jsonl(tasks):

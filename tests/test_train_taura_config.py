@@ -1,5 +1,5 @@
 """The TAURA launcher's Hydra config (conf/rl/), verl's estimator registry and the trainer override
-(rl/verl_trainer.py), and the GPU smoke script's training command, on CPU.
+(rl/verl_ext/trainer.py), and the GPU smoke script's training command, on CPU.
 
 Needs verl 0.9.1 (`pip install "verl[verl-core]==0.9.1"`): its `ppo_trainer` config is the base of ours and
 the override subclasses its V1 sync trainer. End-to-end training is not run here (it needs vLLM and a GPU);
@@ -36,8 +36,9 @@ from verl.utils.config import validate_config  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
 from envs.limits import EnvLimits  # noqa: E402
-from rl import taura, verl_trainer  # noqa: E402
-from rl.agent_loop import EnvSettings  # noqa: E402
+from rl.algo import taura  # noqa: E402
+from rl.verl_ext import trainer as verl_trainer  # noqa: E402
+from rl.verl_ext.agent_loop import EnvSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "rl" / "train_taura.py"

@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl import taura
-from rl.turn_labels import (
+from recipes.tiny_agent.probes.turn_labels import (
     auroc,
     cluster_bootstrap_auroc,
     discovery_labels,
@@ -21,6 +20,7 @@ from rl.turn_labels import (
     task_key,
     weights_by_discovery,
 )
+from rl.algo import taura
 
 EVIDENCE = [[40.0, 42.0]]
 

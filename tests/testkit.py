@@ -41,9 +41,9 @@ def strict_json(value: Any) -> str:
 
 def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
     """The tiny random thinker saved in ``folder / "thinker"``, with the processor verl builds through
-    rl/verl_omni.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
+    rl/verl_ext/omni_patches.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
     from omniagent.tiny_model import build_tiny_thinker
-    from rl import verl_omni
+    from rl.verl_ext import omni_patches as verl_omni
 
     path = folder / "thinker"
     model, _ = build_tiny_thinker(seed=0, out_dir=path)
