@@ -32,6 +32,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,22 @@ PLACEHOLDER = "/path/to/"
 # --------------------------------------------------------------------------------------------------
 
 
-def compose(overrides: list[str] | None = None, config_name: str = "sft") -> Any:
-    """The composed config as ``python rl/train_sft.py <overrides>`` would see it (for tests, notebooks)."""
+def compose(
+    overrides: list[str] | None = None, config_name: str = "sft", config_dirs: Sequence[str | Path] = ()
+) -> Any:
+    """The composed config as ``python rl/train_sft.py <overrides>`` would see it (for tests, notebooks);
+    ``config_dirs`` are searched too, as ``--config-dir DIR`` adds one (e.g. a recipe's ``conf/sft``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
 
+    extra = []
+    if config_dirs:
+        own = list(OmegaConf.load(CONF_DIR / f"{config_name}.yaml").hydra.searchpath)
+        dirs = [f"file://{Path(d).resolve()}" for d in config_dirs]
+        extra.append(f"hydra.searchpath=[{','.join(own + dirs)}]")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        return hydra_compose(config_name=config_name, overrides=[*extra, *(overrides or [])])
 
 
 def verl_config(cfg: Any) -> Any:

@@ -54,3 +54,48 @@ def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
 def turn_text(obs: str, thought: str, action: dict[str, Any]) -> str:
     """One model turn in the environment's protocol, as a scripted test policy writes it."""
     return json.dumps({"observation": obs, "thought": thought, "action": action})
+
+
+SFT_LIMITS = {
+    "max_side": 64,
+    "clip_fps": 2.0,
+}  # the environment of the replayed SFT episodes (sft_trajectories)
+SFT_VIDEO_TEXTS = [
+    turn_text("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
+    turn_text("grey barcoded frames at 0, 10, 20 s", "listen around the first burst", {"type": "get_audio", "start": 2, "end": 5}),
+    turn_text("a 1000 Hz tone from 3 s", "watch it with sound", {"type": "get_clip", "start": 2.5, "end": 4}),
+    turn_text("the clip shows the tone at 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
+]  # fmt: skip
+SFT_AUDIO_TEXTS = [
+    turn_text("none", "listen to the start", {"type": "get_audio", "start": 0, "end": 6}),
+    turn_text("a tone at 3 s", "one burst so far; listen further", {"type": "get_audio", "start": 10, "end": 14}),
+    turn_text("a second tone at 12 s", "two bursts", {"type": "answer", "content": "2"}),
+]  # fmt: skip
+
+
+def replay_episode(media: Path, texts: list[str], **task: Any) -> Any:
+    """A scripted episode that plays ``texts`` on ``media`` and answers right, with no error on any turn."""
+    import omniagent.backends.scripted  # noqa: F401  (registers "replay")
+    from envs.env import OmniVideoEnv
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    env = OmniVideoEnv(limits=SFT_LIMITS)
+    try:
+        traj = run_episode(
+            env, make_policy("replay", texts=texts), {"media": str(media), **task, "max_turns": 6}
+        )
+    finally:
+        env.close()
+    traj.meta.update(env_limits=env.limits.model_dump(), task_id=traj.id)
+    assert traj.stop_reason == "answered" and traj.reward == 1.0 and not any(t.error for t in traj.turns)
+    return traj
+
+
+def sft_trajectories(video_path: Path, audio_path: Path) -> list[Any]:
+    """Two right answers replayed on the shared test media: an mcq on the video, a count on the audio."""
+    return [
+        replay_episode(video_path, SFT_VIDEO_TEXTS, question="Which tone plays first?", task_type="mcq",
+                       choices=["500 Hz", "1000 Hz", "2000 Hz"], answer="B"),
+        replay_episode(audio_path, SFT_AUDIO_TEXTS, question="How many tone bursts?", task_type="num", answer=2.0),
+    ]  # fmt: skip

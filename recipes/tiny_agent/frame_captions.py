@@ -255,3 +255,21 @@ def _shows_event(chat: list[dict[str, Any]]) -> bool:
     """Whether a caption names more than the background (``Frame 3.00s: red background, ...``)."""
     claims = parse_observation(chat[1]["content"][0]["text"])
     return any(item.kind != "background" for claim in claims for item in claim.items)
+
+
+def sft_caption_batches(dataset: Any, seed: int, settings: dict[str, Any]) -> CaptionBatches | None:
+    """The SFT loop's per-step hook (``omni_sft.local.extra_batches.caption`` in
+    ``recipes/tiny_agent/conf/sft/exp/tiny_agent.yaml``): :class:`CaptionBatches` with
+    ``omni_sft.local.captions``' settings; None (off) when its ``batch_size`` is 0."""
+    size = int(settings.get("batch_size") or 0)
+    if size <= 0:
+        return None
+    share = settings.get("event_share")
+    return CaptionBatches(
+        dataset,
+        size,
+        seed,
+        None if share is None else float(share),
+        int(settings.get("percepts") or 0),
+        settings.get("pool") or None,
+    )

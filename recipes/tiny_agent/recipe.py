@@ -35,7 +35,8 @@ its output exists, so a killed run continues; SFT itself resumes from its last c
    glyph stage only its text model trains, and the encoder stays frozen through SFT too. With
    ``--read-keep vision`` SFT starts from the untrained agent with that vision encoder grafted in
    (``OUT/init_read_vision``) and frozen, so the text model is not the one captions bent.
-7. ``sft``: local plain-torch SFT (``rl/train_sft.py +exp=tiny``, complete folder in ``OUT/agent``):
+7. ``sft``: local plain-torch SFT (``rl/train_sft.py --config-dir recipes/tiny_agent/conf/sft +exp=tiny_agent``,
+   complete folder in ``OUT/agent``):
    first ``--text-warmup-steps`` batches of short text-only turns (``recipes/tiny_agent/text_warmup.py``: where
    the agent learns to copy numbers; ``--option-shuffles N`` adds each answer turn that names an
    option N more times with the options reordered), then ``--steps`` full-context turns with their media, each
@@ -81,6 +82,9 @@ from recipes.tiny_agent.results import results_markdown, summarise
 from recipes.tiny_agent.sets import blank_media, make_caption_pool, make_synth_set
 
 REPO = Path(__file__).resolve().parents[2]
+CONF = (
+    Path(__file__).resolve().parent / "conf"
+)  # the recipe's config: sft/exp/tiny_agent.yaml, exp/tiny_agent.yaml
 
 
 def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
@@ -262,10 +266,13 @@ def phase_input(args: argparse.Namespace, phase: str) -> Path:
 
 def _train_sft(args: argparse.Namespace, model: Path, run_dir: str, steps: int, lr: float, save: Path,
                seed: int, captions: int, log_every: int) -> list[str]:  # fmt: skip
-    """The ``rl/train_sft.py +exp=tiny`` command both phases share: full fine-tuning of ``model`` on the
-    exported turns, a fresh shuffle per epoch, resumable checkpoints, a complete folder at ``save``."""
+    """The ``rl/train_sft.py --config-dir recipes/tiny_agent/conf/sft +exp=tiny_agent`` command both phases
+    share (the framework's tiny SFT with the recipe's text warm-up and caption hooks): full fine-tuning of
+    ``model`` on the exported turns, a fresh shuffle per epoch, resumable checkpoints, a complete folder at
+    ``save``."""
     return [
-        sys.executable, str(REPO / "rl" / "train_sft.py"), "+exp=tiny", f"model.path={model}",
+        sys.executable, str(REPO / "rl" / "train_sft.py"), "--config-dir", str(CONF / "sft"), "+exp=tiny_agent",
+        f"model.path={model}",
         f"data.train_files={args.out / 'sft_data' / 'train.parquet'}", "omni_sft.tiny.build=false",
         f"omni_sft.freeze=[{','.join(frozen(args))}]", f"omni_sft.run_dir={args.out / run_dir}", f"omni_sft.local.steps={steps}",
         f"omni_sft.local.lr={lr}", "omni_sft.local.repeat_batch=false", f"omni_sft.local.save_every={args.save_every}",

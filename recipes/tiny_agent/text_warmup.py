@@ -173,3 +173,25 @@ def run_text_warmup(
             }
             print(json.dumps(line), flush=True)
     return losses
+
+
+def sft_warmup(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    train_files: Sequence[str | Path],
+    seed: int,
+    lr: float,
+    clip: float,
+    log_every: int,
+    settings: dict[str, Any],
+) -> list[float] | None:
+    """The SFT loop's warm-up hook (``omni_sft.local.warmup`` in ``recipes/tiny_agent/conf/sft/exp/tiny_agent.yaml``):
+    :func:`run_text_warmup` with ``omni_sft.local.text_warmup``'s settings; nothing when its ``steps`` is 0."""
+    steps = int(settings.get("steps") or 0)
+    if steps <= 0:
+        return None
+    return run_text_warmup(
+        model, tokenizer, list(train_files), steps, int(settings.get("batch_size") or 16),
+        float(settings.get("lr") or lr), seed, clip, log_every,
+        bool(settings.get("observation_loss", True)), int(settings.get("option_shuffles") or 0),
+    )  # fmt: skip

@@ -8,6 +8,15 @@ staging folder renamed into place). Started again with the same settings, the ru
 the newest such folder; the sample order is a function of the seed and the step, so a resumed run
 sees the batches an uninterrupted one would have. ``omni_sft.local.save_dir`` receives the final,
 complete, loadable folder.
+
+Two hooks let a recipe add training without this module knowing it (``conf/sft/sft.yaml`` documents them):
+
+- ``omni_sft.local.warmup``: ``{_target_: function, ...}``, called once before the first step of a fresh run
+  as ``function(model=, tokenizer=, train_files=, seed=, lr=, clip=, log_every=, ...)``: a stage of its own
+  (e.g. a short-context text warm-up) that leaves the model trained further;
+- ``omni_sft.local.extra_batches``: ``{name: {_target_: factory, ...}}``, each built once as
+  ``factory(dataset=, seed=, ...)``; unless it returns None, after every SFT step one more optimizer step
+  trains on its ``batch(step)`` (a function of the step, so resume stays exact) and logs ``<name>_loss``.
 """
 
 from __future__ import annotations
@@ -15,12 +24,19 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from rl.checkpoint import latest_checkpoint, load_training_state, prune_checkpoints, save_checkpoint
 from rl.sft.step import collate, freeze_modules, optimizer_step
+
+
+class StepBatches(Protocol):
+    """What an ``extra_batches`` factory returns: one collated batch per SFT step."""
+
+    def batch(self, step: int) -> dict[str, Any]: ...
+
 
 # Settings a resumed run must share with the run that saved the checkpoint (steps may grow).
 _FINGERPRINT_KEYS = (
@@ -30,8 +46,8 @@ _FINGERPRINT_KEYS = (
     "repeat_batch",
     "max_samples",
     "model",
-    "text_warmup",
-    "captions",
+    "warmup",
+    "extra_batches",
 )
 
 
@@ -61,10 +77,15 @@ class _ItemCache:
         return self.items[index]
 
 
+def _hook_settings(node: Any) -> Any:
+    """A hook's config as plain data (interpolations resolved), for the fingerprint."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if node is not None else None
+
+
 def _fingerprint(cfg: Any) -> dict[str, Any]:
     local = cfg.omni_sft.local
-    captions = local.get("captions") or {}
-    percepts = int(captions.get("percepts") or 0)  # recorded only when on: older checkpoints still resume
     files = cfg.data.train_files
     return {
         "train_files": [str(f) for f in files] if not isinstance(files, str) else [files],
@@ -73,11 +94,17 @@ def _fingerprint(cfg: Any) -> dict[str, Any]:
         "repeat_batch": bool(local.get("repeat_batch")),
         "max_samples": int(local.get("max_samples") or -1),
         "model": str(cfg.model.path),
-        "text_warmup": int((local.get("text_warmup") or {}).get("steps") or 0),
-        "captions": [int(captions.get("batch_size") or 0), captions.get("event_share")]
-        + ([percepts] if percepts else [])
-        + ([str(captions.pool)] if captions.get("pool") else []),  # likewise
+        "warmup": _hook_settings(local.get("warmup")),
+        "extra_batches": _hook_settings(local.get("extra_batches")) or {},
     }
+
+
+def _differences(saved: Any, now: Any, path: str) -> list[str]:
+    """Dotted paths under which two fingerprints differ (``extra_batches.caption.settings.event_share``)."""
+    if isinstance(saved, dict) and isinstance(now, dict):
+        keys = sorted(set(saved) | set(now), key=str)
+        return [d for k in keys for d in _differences(saved.get(k), now.get(k), f"{path}.{k}")]
+    return [] if saved == now else [path]
 
 
 def _resume_state(ckpt_root: Path, cfg: Any) -> tuple[Path | None, dict[str, Any] | None]:
@@ -88,7 +115,7 @@ def _resume_state(ckpt_root: Path, cfg: Any) -> tuple[Path | None, dict[str, Any
         return None, None
     state = load_training_state(folder)
     saved, now = state.get("fingerprint", {}), _fingerprint(cfg)
-    diff = [k for k in _FINGERPRINT_KEYS if saved.get(k) != now.get(k)]
+    diff = [d for k in _FINGERPRINT_KEYS for d in _differences(saved.get(k), now.get(k), k)]
     if diff:
         raise ValueError(
             f"{folder} was saved by a run with other settings ({', '.join(diff)}); set "
@@ -108,31 +135,57 @@ def lr_at(step: int, steps: int, lr: float, warmup: int, cosine: bool) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
-def _load_model(path: str) -> Any:
+def load_model(path: str) -> Any:
+    """The Qwen2.5-Omni thinker at ``path`` in float32 (what the CPU steps train)."""
     from transformers import Qwen2_5OmniThinkerForConditionalGeneration
 
     return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
 
 
-def _caption_batches(dataset: Any, local: Any, seed: int) -> Any:
-    """``recipes/tiny_agent/frame_captions.py``'s batches when ``omni_sft.local.captions.batch_size`` > 0, else None."""
-    captions = local.get("captions") or {}
-    size = int(captions.get("batch_size") or 0)
-    if size <= 0:
-        return None
-    from recipes.tiny_agent.frame_captions import CaptionBatches
-
-    share = captions.get("event_share")
-    percepts = int(captions.get("percepts") or 0)
-    pool = captions.get("pool")
-    return CaptionBatches(
-        dataset, size, seed, None if share is None else float(share), percepts, pool or None
-    )
+def _train_files(cfg: Any) -> list[str]:
+    files = cfg.data.train_files
+    return [str(f) for f in files] if not isinstance(files, str) else [files]
 
 
-def run_local(cfg: Any) -> list[float]:
-    """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset``; returns
-    the loss before each step (those of a resumed run's earlier life included)."""
+def resolve_hook(node: Any) -> tuple[Any, dict[str, Any]]:
+    """A hook's ``_target_`` (imported by its dotted name, as verl's ``custom_cls`` is) and its other settings,
+    interpolations resolved."""
+    from hydra.utils import get_object
+    from omegaconf import OmegaConf
+
+    settings = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else dict(node)
+    target = settings.pop("_target_", None)
+    if not target:
+        raise ValueError(f"an omni_sft.local hook needs a _target_ (a dotted name), got {settings}")
+    return get_object(str(target)), settings
+
+
+def run_warmup_hook(cfg: Any, model: Any, tokenizer: Any, lr: float) -> None:
+    """``omni_sft.local.warmup``: the configured stage, once, before the first SFT step (module docstring)."""
+    local = cfg.omni_sft.local
+    if local.get("warmup") is None:
+        return
+    stage, settings = resolve_hook(local.warmup)
+    stage(
+        model=model, tokenizer=tokenizer, train_files=_train_files(cfg), seed=int(cfg.trainer.seed), lr=lr,
+        clip=float(cfg.optim.clip_grad), log_every=int(local.get("log_every") or 0), **settings,
+    )  # fmt: skip
+
+
+def build_extra_batches(cfg: Any, dataset: Any) -> dict[str, StepBatches]:
+    """``omni_sft.local.extra_batches``: each configured factory's batches, by name (None: that one is off)."""
+    built = {}
+    for name, node in (cfg.omni_sft.local.get("extra_batches") or {}).items():
+        factory, settings = resolve_hook(node)
+        batches = factory(dataset=dataset, seed=int(cfg.trainer.seed), **settings)
+        if batches is not None:
+            built[str(name)] = batches
+    return built
+
+
+def _setup(cfg: Any) -> dict[str, Any]:
+    """Dataset, model, optimizer and (when resuming) the state to continue from, in the order the loop's
+    random draws depend on."""
     from transformers import AutoTokenizer
 
     from rl.sft.dataset import OmniTurnSFTDataset, load_processor
@@ -153,7 +206,7 @@ def run_local(cfg: Any) -> list[float]:
     )
     items = _ItemCache(dataset, bool(local.get("cache_items", True)))
     processor = load_processor(path)
-    model = _load_model(str(resume_dir) if resume_dir else path)
+    model = load_model(str(resume_dir) if resume_dir else path)
     counts = freeze_modules(model, list(cfg.omni_sft.freeze or []) or ())
     params = [p for p in model.parameters() if p.requires_grad]
     base_lr = float(local.get("lr") or cfg.optim.lr)
@@ -165,47 +218,67 @@ def run_local(cfg: Any) -> list[float]:
         torch.set_rng_state(state["rng"])
         start, losses = int(state["step"]), list(state["losses"])
         print(json.dumps({"resumed_from": str(resume_dir), "step": start}), flush=True)
-    warm = local.get("text_warmup") or {}
-    if state is None and int(warm.get("steps") or 0) > 0:  # a resumed run's checkpoint is already warmed up
-        from recipes.tiny_agent.text_warmup import run_text_warmup
+    elif local.get("warmup") is not None:  # a resumed run's checkpoint is already warmed up
+        run_warmup_hook(cfg, model, tokenizer, base_lr)
+    return {
+        "dataset": dataset, "items": items, "processor": processor, "model": model, "counts": counts, "params": params, "opt": opt,
+        "base_lr": base_lr, "losses": losses, "start": start, "ckpt_root": ckpt_root,
+    }  # fmt: skip
 
-        run_text_warmup(
-            model, tokenizer, list(files) if not isinstance(files, str) else [files], int(warm.steps),
-            int(warm.get("batch_size") or 16), float(warm.get("lr") or base_lr), int(cfg.trainer.seed),
-            float(cfg.optim.clip_grad), int(local.get("log_every") or 0),
-            bool(warm.observation_loss), int(warm.get("option_shuffles") or 0),  # defaults: conf/sft/sft.yaml
-        )  # fmt: skip
+
+def _save_step(cfg: Any, run: dict[str, Any], step: int) -> None:
+    """Publish ``checkpoints/step-N``: the model, its processor and the training state, then prune."""
+    state = {
+        "step": step,
+        "optimizer": run["opt"].state_dict(),
+        "rng": torch.get_rng_state(),
+        "losses": run["losses"],
+        "fingerprint": _fingerprint(cfg),
+    }
+    model = run["model"]
+    save_checkpoint(model.eval(), run["processor"], run["ckpt_root"] / f"step-{step:06d}", state)
+    model.train()
+    prune_checkpoints(run["ckpt_root"], int(cfg.omni_sft.local.get("keep_checkpoints") or 2))
+
+
+def run_local(cfg: Any) -> list[float]:
+    """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset``, each followed by
+    one step per ``extra_batches`` hook; returns the loss before each SFT step (those of a resumed run's
+    earlier life included)."""
+    local, seed, clip = cfg.omni_sft.local, int(cfg.trainer.seed), float(cfg.optim.clip_grad)
+    run = _setup(cfg)
+    model, opt, params, losses, dataset = (
+        run["model"],
+        run["opt"],
+        run["params"],
+        run["losses"],
+        run["dataset"],
+    )
     steps, bs, n = int(local.steps), int(local.batch_size), len(dataset)
-    captions = _caption_batches(dataset, local, int(cfg.trainer.seed))
+    extra = build_extra_batches(cfg, dataset)
     save_every = int(local.get("save_every") or 0)
     model.train()
-    for step in range(start, steps):
-        idx = sample_indices(step, bs, n, int(cfg.trainer.seed), bool(local.get("repeat_batch")))
-        batch = collate([items[i] for i in idx], dataset.pad_id)
+    for step in range(run["start"], steps):
+        idx = sample_indices(step, bs, n, seed, bool(local.get("repeat_batch")))
+        batch = collate([run["items"][i] for i in idx], dataset.pad_id)
         for group in opt.param_groups:
             group["lr"] = lr_at(
-                step, steps, base_lr, int(local.get("warmup_steps") or 0), bool(local.get("cosine"))
+                step, steps, run["base_lr"], int(local.get("warmup_steps") or 0), bool(local.get("cosine"))
             )
-        losses.append(optimizer_step(model, opt, params, batch, float(cfg.optim.clip_grad)))
+        losses.append(optimizer_step(model, opt, params, batch, clip))
         line = {"step": step + 1, "loss": round(losses[-1], 4)}
-        if captions:  # one caption batch after each step (recipes/tiny_agent/frame_captions.py)
-            caption = optimizer_step(model, opt, params, captions.batch(step), float(cfg.optim.clip_grad))
-            line["caption_loss"] = round(caption, 4)
+        for name, batches in extra.items():  # one more step per hook, on its batch of this step
+            line[f"{name}_loss"] = round(optimizer_step(model, opt, params, batches.batch(step), clip), 4)
         if local.get("log_every") and (step + 1) % int(local.log_every) == 0:
             print(json.dumps(line), flush=True)
         if save_every and ((step + 1) % save_every == 0 or step + 1 == steps):
-            train_state = {
-                "step": step + 1,
-                "optimizer": opt.state_dict(),
-                "rng": torch.get_rng_state(),
-                "losses": losses,
-                "fingerprint": _fingerprint(cfg),
-            }
-            save_checkpoint(model.eval(), processor, ckpt_root / f"step-{step + 1:06d}", train_state)
-            model.train()
-            prune_checkpoints(ckpt_root, int(local.get("keep_checkpoints") or 2))
+            _save_step(cfg, run, step + 1)
     model.eval()
-    print(json.dumps({"samples": n, "params": counts, "losses": [round(x, 4) for x in losses]}), flush=True)
+    print(
+        json.dumps({"samples": n, "params": run["counts"], "losses": [round(x, 4) for x in losses]}),
+        flush=True,
+    )
     if local.get("save_dir"):
-        save_checkpoint(model, processor, str(local.save_dir))
+        save_checkpoint(model, run["processor"], str(local.save_dir))
+        print(f"saved: {local.save_dir}", flush=True)
     return losses

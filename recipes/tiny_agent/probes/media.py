@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     from rl.sft.dataset import OmniTurnSFTDataset
-    from rl.sft.local import _load_model
+    from rl.sft.local import load_model
 
     p = argparse.ArgumentParser(
         prog="python -m recipes.tiny_agent.probes.media", description=__doc__.split("\n\n")[0]
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     dataset = OmniTurnSFTDataset(
         args.data, tokenizer, OmegaConf.create({"max_length": 1 << 20}), processor=None
     )
-    model = _load_model(args.model).eval()
+    model = load_model(args.model).eval()
     report = media_dependence(model, tokenizer, dataset, args.samples, args.seed)
     text = json.dumps(report, indent=2)
     if args.out:

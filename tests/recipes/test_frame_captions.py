@@ -21,6 +21,8 @@ from recipes.tiny_agent.frame_captions import CaptionBatches, caption_chats, per
 from rl.sft import export as sft_export
 from rl.sft.step import collate, sft_loss
 
+RECIPE_SFT = Path(__file__).resolve().parents[2] / "recipes" / "tiny_agent" / "conf" / "sft"
+
 
 @pytest.fixture(scope="module")
 def teacher_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -251,17 +253,20 @@ def test_a_resumed_run_with_captions_equals_an_uninterrupted_one(
     from rl.train_sft import compose, launch
 
     def run(run_dir: Path, steps: int, share: float = 0.5) -> list[float]:
-        cfg = compose(["+exp=tiny", f"model.path={dataset.model_dir}", f"data.train_files={synth_parquet}",
+        cfg = compose(["+exp=tiny_agent", f"model.path={dataset.model_dir}", f"data.train_files={synth_parquet}",
                        "omni_sft.tiny.build=false", f"omni_sft.run_dir={run_dir}", f"omni_sft.local.steps={steps}",
                        "omni_sft.local.save_every=1", "omni_sft.local.repeat_batch=false",
                        f"omni_sft.local.save_dir={run_dir / 'final'}", "omni_sft.local.captions.batch_size=4",
-                       f"omni_sft.local.captions.event_share={share}", "omni_sft.local.captions.percepts=2"])  # fmt: skip
+                       f"omni_sft.local.captions.event_share={share}", "omni_sft.local.captions.percepts=2"],
+                      config_dirs=[RECIPE_SFT])  # fmt: skip
         return launch(cfg)
 
     root = synth_parquet.parent
     whole = run(root / "whole", 6)
     assert len(run(root / "split", 3)) == 3
-    with pytest.raises(ValueError, match="captions"):  # other caption batches: not the same run
+    with pytest.raises(
+        ValueError, match="caption.settings.event_share"
+    ):  # other caption batches: not the same run
         run(root / "split", 6, share=0.25)
     capsys.readouterr()
     resumed = run(root / "split", 6)
