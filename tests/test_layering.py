@@ -1,4 +1,5 @@
-"""The layout is the architecture: envs imports nothing of ours, omniagent imports envs but not rl."""
+"""The layout is the architecture: envs imports nothing of ours, omniagent imports envs but not rl, rl imports
+envs and omniagent, and recipes sit on top: nothing below imports a recipe (nor scripts)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FORBIDDEN = {"envs": {"omniagent", "rl", "scripts"}, "omniagent": {"rl", "scripts"}}
+FORBIDDEN = {
+    "envs": {"omniagent", "rl", "scripts", "recipes"},
+    "omniagent": {"rl", "scripts", "recipes"},
+    "rl": {"scripts", "recipes"},
+    "scripts": {"recipes"},
+}
 
 
 def imported_top_levels(path: Path) -> set[str]:

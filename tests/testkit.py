@@ -99,3 +99,22 @@ def sft_trajectories(video_path: Path, audio_path: Path) -> list[Any]:
                        choices=["500 Hz", "1000 Hz", "2000 Hz"], answer="B"),
         replay_episode(audio_path, SFT_AUDIO_TEXTS, question="How many tone bursts?", task_type="num", answer=2.0),
     ]  # fmt: skip
+
+
+def teacher_trajectories(out: Path) -> list[Any]:
+    """The perceiving teacher (``synth_teacher``, seeds 0 and 1) on every task of one 40 s synthetic video with
+    sound, generated in ``out``: its Observations describe each percept exactly."""
+    from envs.env import OmniVideoEnv
+    from envs.synth import generate_benchmark
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    tasks = generate_benchmark(out, seed=3, n_videos=1, durations=[40], config={"max_tasks_per_template": 1})
+    env = OmniVideoEnv()
+    trajs = [
+        run_episode(env, make_policy("synth_teacher", seed=seed), task.env_options(8))
+        for task in tasks
+        for seed in (0, 1)
+    ]
+    env.close()
+    return trajs

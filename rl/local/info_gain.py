@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from envs.tasks import Task, choice_letter
-from recipes.tiny_agent.probes.turn_labels import percept_spans
+from rl.local.evidence import percept_spans
 from rl.local.rollout import TurnEncoder, TurnRow, model_inputs
 from rl.sft.step import collate
 

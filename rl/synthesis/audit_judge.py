@@ -12,7 +12,14 @@ import time
 from typing import Any, Protocol
 
 from omniagent.trajectory import Trajectory
-from rl.synthesis.filters import AuditParseError, AuditResult, build_audit_messages, parse_audit_reply
+from rl.synthesis.audit_rules import RulesAuditor, judge_kind
+from rl.synthesis.filters import (
+    AuditJudgeError,
+    AuditParseError,
+    AuditResult,
+    build_audit_messages,
+    parse_audit_reply,
+)
 
 __all__ = ["AuditJudge", "AuditJudgeError", "ThoughtAuditJudge", "build_judge"]
 
@@ -25,12 +32,6 @@ class AuditJudge(Protocol):
 
     def audit(self, traj: Trajectory) -> AuditResult:
         """Score every turn's Thought of ``traj``; raise :class:`AuditJudgeError` rather than guess."""
-
-
-class AuditJudgeError(RuntimeError):
-    """The reasoning judge is unreachable or keeps replying garbage: synthesis stops.
-
-    Not the evaluation's answer-judge error: this judge audits reasoning, for training data only."""
 
 
 class ThoughtAuditJudge:
@@ -119,8 +120,6 @@ def build_judge(cfg: dict[str, Any], tasks: list[Any] | None = None) -> AuditJud
     if not cfg["filters"]["audit"]["enabled"]:
         return None
     j = cfg["judge"]
-    from rl.synthesis.audit_rules import RulesAuditor, judge_kind  # imports this module: load it lazily
-
     if judge_kind(j, tasks) == "rules":
         return RulesAuditor(aggregate=cfg["filters"]["audit"]["aggregate"])
     return ThoughtAuditJudge(

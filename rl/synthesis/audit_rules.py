@@ -41,8 +41,7 @@ from omniagent.backends.synth_world import (
     percept_from_record,
 )
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.synthesis.audit_judge import AuditJudgeError
-from rl.synthesis.filters import AuditResult, TurnScore
+from rl.synthesis.filters import AuditJudgeError, AuditResult, TurnScore
 
 __all__ = [
     "JUDGE_KINDS",

@@ -266,6 +266,14 @@ def build_audit_messages(traj: Trajectory) -> list[dict[str, str]]:
     return [{"role": "system", "content": AUDIT_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
 
 
+class AuditJudgeError(RuntimeError):
+    """The reasoning auditor is unreachable, misconfigured or keeps replying garbage: synthesis stops.
+
+    Not the evaluation's answer-judge error: this judge audits reasoning, for training data only. Raised by the
+    judge model's client (:mod:`rl.synthesis.audit_judge`) and the rule-based auditor
+    (:mod:`rl.synthesis.audit_rules`) alike, so it lives below both."""
+
+
 class AuditParseError(ValueError):
     """The judge's reply is not a complete, well-formed audit."""
 

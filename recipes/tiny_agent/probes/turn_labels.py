@@ -33,23 +33,7 @@ import numpy as np
 
 from envs.tasks import load_tasks_jsonl
 from omniagent.trajectory import Trajectory, TurnRecord, load_trajectories
-from rl.algo.reward import percept_spans as spans_of
-from rl.algo.reward import touches_evidence
-
-
-def percept_spans(turn: TurnRecord) -> list[tuple[float, float]]:
-    """What the turn's percept covered (:func:`rl.algo.reward.percept_spans`); a rejected turn served nothing."""
-    return [] if turn.error else spans_of(turn.action_type, turn.timestamps, turn.action)
-
-
-def overlaps_evidence(turn: TurnRecord, evidence: Sequence[Sequence[float]]) -> bool:
-    """True when the turn's percept touches any evidence interval (closed intervals)."""
-    return touches_evidence(percept_spans(turn), evidence)
-
-
-def touched_evidence(traj: Trajectory, evidence: Sequence[Sequence[float]]) -> bool:
-    """True when any of the trajectory's percepts touched the evidence (what ``env.reward.evidence_gate`` asks)."""
-    return any(overlaps_evidence(turn, evidence) for turn in traj.turns)
+from rl.local.evidence import overlaps_evidence, percept_spans, touched_evidence
 
 
 def turn_action(turn: TurnRecord) -> str:
