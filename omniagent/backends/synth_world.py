@@ -222,9 +222,8 @@ def describe(world: SynthWorld, percept: Percept, per_frame: bool = False) -> st
     Frames are written one sentence per run of alike frames, or with ``per_frame`` one sentence per
     frame a ``get_frames`` look served, in the order served (a clip's 2 fps frames stay grouped, or
     its turn would outgrow the generation limit). Per frame, writing a sentence is copying one frame
-    label and reading the image after it, the task single-frame captions teach
-    (recipes/tiny_agent/frame_captions.py); by runs, the writer must also find where runs start and end and count
-    them (README, the tiny agent: what each does to the agent)."""
+    label and reading the image after it, the task single-frame captions teach; by runs, the writer must
+    also find where runs start and end and count them."""
     if percept.kind == "none":
         return "none"
     if percept.kind == "error":

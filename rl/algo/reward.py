@@ -1,52 +1,38 @@
 """The RL reward, defined once for both trainers: verl's agent loop (:mod:`rl.verl_ext.agent_loop`) and the local
 reference trainer (``rl/train_local.py``) read the same ``env.reward`` block and call :func:`shaped_reward`.
 
-The reward is the environment's verifiable score minus optional format penalties. ``evidence_gate`` adds one
-more condition, for tasks that know where their answer is (synthetic tasks, annotated benchmarks): the score
-counts only when the episode was served a percept that touches the task's evidence. Why: on the tiny agent,
-every RL batch without it learned answer priors (a favourite letter, a usual width) that score as well on black
-frames, and lost the media dependence SFT had given it (README, "On a set no RL setting was chosen on"). With
-the gate an answer that never looked where the answer is earns nothing, however right; tasks without evidence
-are not gated. Measured on the tiny agent (README, "Paying only answers that looked") it did stop the priors but
-starved the update: with a policy that seldom touches the evidence most groups earn nothing at all, so it is off
-by default. ``evidence_bonus`` is the dense half: a fixed credit for an episode whose percepts touched the evidence,
-right answer or not, so that a group whose episodes looked in different places still has something to rank
-them by while few of them answer right (on batch 5's rollouts, rescored: 28 flat groups of 128 with the gate and a
-bonus, against 79 with the gate alone).
+The reward is the environment's verifiable score minus optional format penalties. Every other option is off by
+default; each changes what an episode is paid for:
+
+- ``evidence_gate``: for tasks that know where their answer is (synthetic tasks, annotated benchmarks), the score
+  counts only when the episode was served a percept that touches the task's evidence, so an answer that never
+  looked where the answer is earns nothing, however right; tasks without evidence are not gated. When few
+  episodes touch the evidence, most groups then earn nothing at all and have no advantage to learn from.
+- ``evidence_bonus``: a fixed credit for an episode whose percepts touched the evidence, right answer or not: a
+  dense signal that still ranks the episodes of a group when few of them answer right.
+- ``reading_credit``: checks what the agent wrote, not where it looked. On synthetic media, whose every frame and
+  sound is known, each Observation is read against the percept served before it (:func:`reading_rate`), and the
+  episode earns the credit times the share of served frames and audio spans it described exactly. A look at the
+  right time passes the gate whatever the answer came from; an exact reading cannot come from a prior. Media
+  without a ground truth earn no credit. ``reading_scope: events`` counts only frames that show something besides
+  the background and audio spans that hold a sound, so serving many empty frames does not earn it.
+- ``prior_tasks``: a training task file; the score then counts only above what the no-look ``prior`` answer
+  (:class:`omniagent.backends.prior.PriorTable`, fitted on that file) earns on the task: ``max(0, score - prior's)``.
+  An answer no better than the best constant earns nothing, so only what perception adds is paid. (A plain
+  per-task offset would change nothing under a group-relative advantage, whose group mean absorbs it; the floor
+  at 0 is what makes it a different reward.)
+- ``num_credit``: grades number and size answers by how many orders of magnitude they are off (:func:`closeness`):
+  the credit times ``1 - |ln((1 + answer) / (1 + truth))| / ln(num_credit_span)``, floored at 0. The score of these
+  tasks (MRA) is 0 for any answer more than 50% off, so a group whose answers are all far off earns the same 0
+  on every episode and GRPO has nothing to rank; the credit is monotone in the error, as MRA is, so it points the
+  same way and only adds a slope where MRA is flat. It is paid under the same gate as the score.
+  ``num_credit_scope: flat`` pays it only in a group where every episode's score is 0 (:func:`group_credit`): where
+  one right answer already ranks a group, near-miss credit would dilute it. Needing the whole group, it is
+  computed by the local trainer; the verl path refuses it up front.
 
 A percept touches the evidence when a served frame's timestamp lies inside an evidence interval (frames are
-instants), or when the served span of an audio or clip look intersects one (closed intervals). The ground-truth
-turn labels of :mod:`recipes.tiny_agent.probes.turn_labels` use the same test.
-
-``reading_credit`` checks what the agent wrote, not where it looked: on synthetic media, whose every frame and
-sound is known, each Observation is read against the percept served before it (:func:`reading_rate`), and the
-episode earns the credit times the share of served frames and audio spans it described exactly. Why: on
-questions that name their time (every width question) a look there passes the gate whatever the answer came from,
-so the gate pays a prior (README, batch 6); an exact reading cannot come from a prior, and on every episode that
-looked at anything it gives the group something to rank by. Media without a ground truth earn no credit.
-``reading_scope: events`` counts only frames that show something besides the background and audio spans that hold a
-sound. Why: in batch 7 (README) the credit was earned on empty frames, read exactly 64% of the time against 20% for
-frames with an event on them, and the policies learned to serve many empty frames (2,062 in the first eight
-iterations, 6,763 in the last eight) rather than to read the events the questions are about.
-
-``prior_tasks`` names a training task file; the score then counts only above what the no-look ``prior`` answer
-(:class:`omniagent.backends.prior.PriorTable`, fitted on that file) earns on the task: ``max(0, score - prior's)``.
-Why: on the synthetic set that constant scores about 0.21, above every agent trained here (README, "A policy that
-never looks"), and RL's gains over SFT moved answers toward it; with this, an answer no better than the constant
-earns nothing, so only what perception adds is paid. A plain per-task offset would change nothing under a
-group-relative advantage (the group mean absorbs it); the floor at 0 is what makes it a different reward.
-
-``num_credit`` grades number and size answers by how many orders of magnitude they are off (:func:`closeness`):
-the credit times ``1 - |ln((1 + answer) / (1 + truth))| / ln(num_credit_span)``, floored at 0. Why: the score of
-these tasks (MRA) is 0 for any answer more than 50% off, so a policy whose answers are all far off earns the same
-0 on every episode of a group and GRPO has nothing to rank. Measured on the shipped tiny agent: it answers a beep's
-pitch (500-2800 Hz) with the question's timestamp (14, 24, 4.66), and 533 of the 536 pitch rollouts of batch 13's
-three TAURA runs scored 0, although about one in ten answered 100 Hz or more. The credit is monotone in the error, as MRA
-is, so it points the same way and only adds a slope where MRA is flat. It is paid under the same gate as the score.
-``num_credit_scope: flat`` pays it only in a group where every episode's score is 0 (:func:`group_credit`), the
-case it was made for: batch 18 (README) paid it on every answer, and on counts, where a group's one right answer
-already ranks the rest, the near-misses it paid diluted that answer (beep counts 0.500 -> 0.150/0.200). Needing the
-whole group, it is computed by the local trainer; the verl path refuses it up front.
+instants), or when the served span of an audio or clip look intersects one (closed intervals):
+:func:`percept_spans` and :func:`touches_evidence`, which :mod:`rl.local.evidence` applies to recorded turns.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The SFT anchor of the local trainer (``local.sft_anchor``): each optimizer step of RL also takes the SFT loss of a
 few teacher turns, InstructGPT's PPO-ptx with the agent's own SFT set as the mix.
 
-Why: the KL term anchors only the tokens the rollouts sampled. On the tiny agent an update rewarded on one question
-type moves the answers to types seldom or never in the batch (README: RL on widths alone sent beep-count scores from
-0.49 to 0.01, through one shared distribution over number answers). Rows drawn from the whole SFT set keep a gradient
-towards the teacher's answer on every type while the RL term moves the policy.
+Why: the KL term anchors only the tokens the rollouts sampled. An update rewarded on one question type can move the
+answers of types seldom or never in the batch (for example through one shared distribution over number answers).
+Rows drawn from the whole SFT set keep a gradient towards the teacher's answer on every type while the RL term
+moves the policy.
 
 The rows are the SFT parquet's (``rl/sft/export.py``), encoded by the rollout encoder itself (its processor, pixel
 caps, audio-in-video setting and TMRoPE positions), so an anchor row is built exactly as a rollout row of the same

@@ -52,7 +52,7 @@ _FINGERPRINT_KEYS = (
 
 
 def sample_indices(step: int, batch_size: int, n: int, seed: int, repeat: bool) -> list[int]:
-    """Dataset indices of ``step``'s batch: a fresh seeded permutation per epoch (or batch 0 forever)."""
+    """Dataset indices of ``step``'s batch: a fresh seeded permutation per epoch (or the first batch at every step)."""
     if repeat:
         return [i % n for i in range(batch_size)]
     out = []
