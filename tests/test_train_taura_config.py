@@ -177,6 +177,35 @@ def test_training_without_gpu_or_vllm_stops_in_one_line():
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # one line, no traceback
     assert "needs a CUDA GPU and vLLM" in proc.stderr
     assert "ray" not in proc.stdout.lower()  # stopped before Ray started
+    # the same line names the files that are not there, and how to make them
+    assert "actor_rollout_ref.model.path=/ckpt/x (no model folder" in proc.stderr
+    assert "data.train_files=/d/t.parquet (the RL parquet: python -m rl.verl_ext.rl_dataset" in proc.stderr
+
+
+def test_missing_checkpoint_and_parquet_files_are_named_before_training(tmp_path: Path) -> None:
+    """``+exp=7b`` as shipped names its three placeholders; real paths pass once the files are there; remote
+    paths (hdfs://, a hub id) are left to verl."""
+    from rl.train_taura import missing_files
+
+    unset = missing_files(_compose("7b"))
+    assert [m.split("=")[0] for m in unset] == [
+        "actor_rollout_ref.model.path",
+        "data.train_files",
+        "data.val_files",
+    ]
+    model, train, val = tmp_path / "sft", tmp_path / "train.parquet", tmp_path / "val.parquet"
+    given = (f"actor_rollout_ref.model.path={model}", f"data.train_files={train}", f"data.val_files=[{val}]")
+    assert len(missing_files(_compose("7b", *given))) == 3  # not there yet
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    train.write_bytes(b"x")
+    assert missing_files(_compose("7b", *given)) == [f"data.val_files={val} (the RL parquet: python -m "
+                                                     f"rl.verl_ext.rl_dataset --tasks TASKS.jsonl --out {val})"]  # fmt: skip
+    val.write_bytes(b"x")
+    assert missing_files(_compose("7b", *given)) == []
+    remote = ("actor_rollout_ref.model.path=Qwen/Qwen2.5-Omni-7B", "data.train_files=hdfs://d/t.parquet",
+              "data.val_files=hdfs://d/v.parquet")  # fmt: skip
+    assert missing_files(_compose("7b", *remote)) == []
 
 
 # ------------------------------------------------------------------ verl's API that the override relies on

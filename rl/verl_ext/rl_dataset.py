@@ -112,17 +112,43 @@ def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
         ) from exc
 
 
+EPILOG = """The RL parquet that `python rl/train_taura.py` reads (one row per question; every turn's context is built
+by the omniagent agent loop, so a row holds only the task). Make one file for training and one for validation:
+
+  python -m rl.verl_ext.rl_dataset --tasks data/train/tasks.jsonl --out data/rl/train.parquet
+  python -m rl.verl_ext.rl_dataset --tasks data/val/tasks.jsonl --out data/rl/val.parquet
+  python rl/train_taura.py +exp=7b data.train_files=data/rl/train.parquet data.val_files=data/rl/val.parquet ...
+
+A tasks JSONL comes from `python -m envs.synth` (synthetic videos) or a benchmark adapter (envs.tasks format);
+media paths are made absolute, so the parquet works from any folder."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m rl.verl_ext.rl_dataset", description=__doc__.split("\n\n")[0]
+        prog="python -m rl.verl_ext.rl_dataset",
+        description=__doc__.split("\n\n")[0],
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--tasks", required=True, help="tasks JSONL (envs.tasks format)")
-    parser.add_argument("--out", required=True, help="parquet file to write")
-    parser.add_argument("--split", default=None, help="keep only tasks of this split")
-    parser.add_argument("--agent-name", default=AGENT_NAME)
+    parser.add_argument(
+        "--tasks", required=True, help="tasks JSONL (envs.tasks format), e.g. envs.synth's tasks.jsonl"
+    )
+    parser.add_argument(
+        "--out", required=True, help="the parquet file to write (data.train_files or data.val_files)"
+    )
+    parser.add_argument("--split", default=None, help="keep only tasks of this split (default: every task)")
+    parser.add_argument("--agent-name", default=AGENT_NAME, help="the verl agent loop every row names")
     args = parser.parse_args(argv)
-    path = write_rl_parquet(args.tasks, args.out, split=args.split, agent_name=args.agent_name)
-    print(f"wrote {path}")
+    if not Path(args.tasks).is_file():
+        raise SystemExit(f"rl_dataset: no tasks file at {args.tasks}")
+    try:
+        path = write_rl_parquet(args.tasks, args.out, split=args.split, agent_name=args.agent_name)
+    except ValueError as exc:
+        raise SystemExit(f"rl_dataset: {exc} in {args.tasks}") from exc
+    import pyarrow.parquet as pq
+
+    rows = pq.ParquetFile(path).metadata.num_rows
+    print(f"wrote {rows} rows to {path.resolve()}; pass it as data.train_files= (or data.val_files=)")
     return 0
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from testkit import user_docs
 
 from recipes.tiny_agent.model import mrope_section
 from recipes.tiny_agent.recipe import (
@@ -401,11 +402,11 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
 
 def test_every_readme_recipe_command_parses() -> None:
-    """The README's `python -m recipes.tiny_agent ...` commands name only flags and stages the recipe has
+    """The docs' `python -m recipes.tiny_agent ...` commands name only flags and stages the recipe has
     (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
     import shlex
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = user_docs()  # README.md, docs/, the recipe's README and study scripts
     commands = []
     for line in text.replace("\\\n", " ").splitlines():
         for part in line.split("python -m recipes.tiny_agent ")[1:]:
