@@ -43,15 +43,6 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omniagent.tiny_model import build_tiny_thinker
-
-    path = tmp_path_factory.mktemp("tiny") / "thinker"
-    build_tiny_thinker(seed=0, out_dir=path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def parquet(video_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     import omniagent.backends.scripted  # noqa: F401  (registers "replay")
 

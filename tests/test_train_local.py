@@ -65,13 +65,9 @@ def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def random_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The random tiny thinker as a checkpoint folder (by path: "tiny" now names the shipped agent)."""
-    from omniagent.tiny_model import build_tiny_thinker
-
-    path = tmp_path_factory.mktemp("random_tiny") / "model"
-    build_tiny_thinker(seed=0, out_dir=path)
-    return path
+def random_dir(tiny_dir: Path) -> Path:
+    """The random tiny thinker as a checkpoint folder (conftest's; by path: "tiny" names the shipped agent)."""
+    return tiny_dir
 
 
 @pytest.fixture(scope="module")
