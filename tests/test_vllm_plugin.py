@@ -86,4 +86,7 @@ def test_media_token_helper_is_a_leaf():
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('rl.', 'verl', 'torch')))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert json.loads(out.stdout) == ["rl.verl_ext", "rl.verl_ext.media_tokens"]  # its package imports nothing
+    assert json.loads(out.stdout) == [
+        "rl.verl_ext",
+        "rl.verl_ext.media_tokens",
+    ]  # its package imports nothing
