@@ -632,7 +632,7 @@ def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, s
         SFTAnchor(str(sft_parquet), 0.0, 2, 0, encoder)
     with pytest.raises(ValueError, match=r"sft_anchor\.rows"):
         SFTAnchor(str(sft_parquet), 0.5, 0, 0, encoder)
-    with pytest.raises(FileNotFoundError, match="sft_export|tiny_recipe"):
+    with pytest.raises(FileNotFoundError, match=r"python -m rl\.sft\.export"):
         SFTAnchor(str(sft_parquet) + ".missing", 0.5, 2, 0, encoder)
 
 

@@ -16,7 +16,7 @@ smaller one, and the group's mean weight stays 1. ``mode="grpo"`` sets every wei
 verl's multi-trajectory GRPO exactly (the ablation baseline). ``mode="ig"`` and ``mode="oracle"`` replace the
 entropy in step 3 by ``score_floor + s[i,k]`` for a per-turn score the caller measures (``turn_scores``):
 ``ig`` the information gain of the turn's percept (:func:`rl.local.info_gain.information_gains`), ``oracle`` 1 when
-the turn's percept overlaps the task's evidence, else 0 (:func:`recipes.tiny_agent.probes.turn_labels.overlaps_evidence`; an upper
+the turn's percept overlaps the task's evidence, else 0 (:func:`rl.local.evidence.overlaps_evidence`; an upper
 bound that only synthetic tasks allow). The floor keeps turns without a percept (the answer) trained.
 
 ``held`` marks turns whose weight stays 1 and which stay out of the group mean (``taura.hold_answer_turns``

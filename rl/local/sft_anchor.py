@@ -35,8 +35,8 @@ class SFTAnchor:
             raise ValueError(f"local.sft_anchor.rows={rows} must be >= 1 (SFT rows per optimizer step)")
         if not Path(data).is_file():
             raise FileNotFoundError(
-                f"local.sft_anchor.data={data}: no such file (the SFT parquet, e.g. OUT/sft_data/train.parquet "
-                "from python -m recipes.tiny_agent --stages synth export)"
+                f"local.sft_anchor.data={data}: no such file (the SFT parquet the agent was trained on: "
+                "python -m rl.sft.export --kept SYNTH_OUT/kept.jsonl --out FILE)"
             )
         import pyarrow.parquet as pq
 
