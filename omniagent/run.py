@@ -212,7 +212,7 @@ class CliRun:
         if self.args.model == TINY_AGENT and self.backend not in SCRIPTED_BACKENDS:
             self.console.print(
                 "[yellow]note: --model tiny is the ~1 M-parameter agent shipped with the package, trained "
-                "only on the synthetic benchmark (rl.tiny_recipe): a demo, not a capable model.[/yellow]"
+                "only on the synthetic benchmark (recipes/tiny_agent): a demo, not a capable model.[/yellow]"
             )
         small = self.args.model in (TINY_MODEL, TINY_AGENT)
         if self.backend == "transformers" and not small and not cuda_available():

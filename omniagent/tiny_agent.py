@@ -25,8 +25,8 @@ Cost of a rerun on 2 cores: ``train_tasks`` ~10 s (a test does it), ``sft_data``
 
 Producing and shipping it::
 
-    python -m rl.tiny_recipe --out runs/tiny_agent               # trains runs/tiny_agent/agent
-    python -m rl.tiny_recipe --out runs/tiny_agent --stages ship  # ship_agent(): copy + manifest
+    python -m recipes.tiny_agent --out runs/tiny_agent               # trains runs/tiny_agent/agent
+    python -m recipes.tiny_agent --out runs/tiny_agent --stages ship  # ship_agent(): copy + manifest
 """
 
 from __future__ import annotations
@@ -69,8 +69,8 @@ LAST_LOSSES = 50  # the final losses' mean, for the record (a rerun would have t
 # recipe arguments that change where or which stages run, not what is produced
 NOT_RECORDED = ("out", "stages")
 HOW_TO_SHIP = (
-    "train it with `python -m rl.tiny_recipe --out runs/tiny_agent`, then ship it with "
-    "`python -m rl.tiny_recipe --out runs/tiny_agent --stages ship` (omniagent.tiny_agent.ship_agent "
+    "train it with `python -m recipes.tiny_agent --out runs/tiny_agent`, then ship it with "
+    "`python -m recipes.tiny_agent --out runs/tiny_agent --stages ship` (omniagent.tiny_agent.ship_agent "
     "copies runs/tiny_agent/agent here and writes manifest.json)"
 )
 
@@ -285,7 +285,7 @@ def write_manifest(agent_dir: str | Path, recipe_out: str | Path, recipe_args: M
     args = {k: _plain(v) for k, v in sorted(recipe_args.items()) if k not in NOT_RECORDED}
     manifest = {
         "format": MANIFEST_FORMAT,
-        "produced_by": "python -m rl.tiny_recipe",
+        "produced_by": "python -m recipes.tiny_agent",
         "recipe_args": args,
         "files": {
             n: {"sha256": sha256_file(folder / n), "bytes": (folder / n).stat().st_size}

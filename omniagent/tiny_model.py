@@ -128,7 +128,7 @@ def _default_cache_dir(seed: int) -> Path:
 def _train_tokenizer(corpus: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> Any:
     """Train the byte-level BPE (deterministic: fixed corpus, single-threaded merges) and wrap it.
 
-    ``corpus``/``vocab_size``: another corpus and size (``rl/tiny_agent.py`` trains the agent's on the
+    ``corpus``/``vocab_size``: another corpus and size (``recipes/tiny_agent/model.py`` trains the agent's on the
     environment's own prompts, which makes its contexts several times shorter)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer

@@ -120,9 +120,9 @@ def graft_weights(
     base: str | os.PathLike[str], donor: str | os.PathLike[str], prefix: str, out_dir: str | os.PathLike[str]
 ) -> list[str]:
     """A copy of the complete folder ``base`` whose tensors named ``prefix...`` are ``donor``'s, written
-    atomically to ``out_dir``; returns the grafted names. Why: a vision encoder trained to read by
-    captions alone (``rl.reading_probe``) can start SFT without the text model that training bent
-    (README "Reading values"). Both folders must hold one ``model.safetensors`` of the same shapes."""
+    atomically to ``out_dir``; returns the grafted names. Why: an encoder trained in a stage of its own (e.g.
+    ``prefix="visual."`` after caption-only training) can start SFT without the rest of the model that stage
+    changed. Both folders must hold one ``model.safetensors`` of the same shapes."""
     from safetensors.torch import load_file, save_file
 
     base_w, donor_w = (load_file(Path(f) / "model.safetensors") for f in (base, donor))

@@ -17,10 +17,10 @@ the launcher's and is removed before verl sees the config.
   ``omni_sft.run_dir/verl_sft.yaml``, and run ``torchrun ... -m rl.train_sft --verl-worker <yaml>``.
   The worker freezes the modules in ``omni_sft.freeze`` (vision and audio encoders) right after
   verl's FSDP engine builds the model, then runs verl's own ``verl.trainer.sft_trainer.run_sft``
-  with the dataset class ``rl.sft_dataset.OmniTurnSFTDataset`` (``data.custom_cls``).
+  with the dataset class ``rl.sft.dataset.OmniTurnSFTDataset`` (``data.custom_cls``).
   ``omni_sft.freeze: []`` plus ``omni_sft.plain_verl: true`` runs ``-m verl.trainer.sft_trainer``
   itself instead.
-- ``local``: ``omni_sft.local.steps`` plain-torch AdamW steps (:mod:`rl.sft_step`) through the same
+- ``local``: ``omni_sft.local.steps`` plain-torch AdamW steps (:mod:`rl.sft.step`) through the same
   dataset class, on CPU; prints the losses. For smoke tests and the tiny model.
 - ``print``: print the torchrun command and the path of the verl config, run nothing.
 """
@@ -32,6 +32,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,13 +50,22 @@ PLACEHOLDER = "/path/to/"
 # --------------------------------------------------------------------------------------------------
 
 
-def compose(overrides: list[str] | None = None, config_name: str = "sft") -> Any:
-    """The composed config as ``python rl/train_sft.py <overrides>`` would see it (for tests, notebooks)."""
+def compose(
+    overrides: list[str] | None = None, config_name: str = "sft", config_dirs: Sequence[str | Path] = ()
+) -> Any:
+    """The composed config as ``python rl/train_sft.py <overrides>`` would see it (for tests, notebooks);
+    ``config_dirs`` are searched too, as ``--config-dir DIR`` adds one (e.g. a recipe's ``conf/sft``)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
 
+    extra = []
+    if config_dirs:
+        own = list(OmegaConf.load(CONF_DIR / f"{config_name}.yaml").hydra.searchpath)
+        dirs = [f"file://{Path(d).resolve()}" for d in config_dirs]
+        extra.append(f"hydra.searchpath=[{','.join(own + dirs)}]")
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-        return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        return hydra_compose(config_name=config_name, overrides=[*extra, *(overrides or [])])
 
 
 def verl_config(cfg: Any) -> Any:
@@ -150,7 +160,7 @@ def install_freeze_patch(prefixes: list[str]) -> None:
     before FSDP wrapping and before the optimizer sees the parameters."""
     from verl.workers.engine.fsdp import transformer_impl as ti
 
-    from rl.sft_step import freeze_modules
+    from rl.sft.step import freeze_modules
 
     original = ti.FSDPEngine._build_module
     if getattr(original, "_omni_freeze", None) is not None:
@@ -224,8 +234,8 @@ def write_verl_config(cfg: Any) -> Path:
 
 def run_local(cfg: Any) -> list[float]:
     """``omni_sft.local.steps`` AdamW steps on ``model.path`` through ``OmniTurnSFTDataset`` (CPU); saves
-    complete folders and resumes after a crash (:mod:`rl.local_sft`)."""
-    from rl.local_sft import run_local as run_local_sft
+    complete folders and resumes after a crash (:mod:`rl.sft.local`)."""
+    from rl.sft.local import run_local as run_local_sft
 
     return run_local_sft(cfg)
 

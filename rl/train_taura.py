@@ -5,21 +5,27 @@
 
 The config is verl's ``ppo_trainer`` (found through ``hydra.searchpath: pkg://verl.trainer.config``) with
 ``conf/rl/taura.yaml`` and one ``conf/rl/exp/*.yaml`` on top. verl 0.9.1 cannot train on a CPU (NCCL and GPU
-resource pools are hard-wired, and rollout needs vLLM, SGLang or TRT-LLM), so training checks for a CUDA GPU and
-vLLM before anything else and says so in one line. Everything verl-side (Ray, TransferQueue, the trainer
-override) is imported only when training actually starts, so printing the config stays cheap.
+resource pools are hard-wired, and rollout needs vLLM, SGLang or TRT-LLM), so training first checks what it needs
+(:func:`missing_prerequisites`: a CUDA GPU, vLLM, the SFT checkpoint and the RL parquet files) and names everything
+missing in one line. Everything verl-side (Ray, TransferQueue, the trainer override) is imported only when training
+actually starts, so printing the config stays cheap.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "rl"
+PLACEHOLDER = "/path/to/"  # the configs' unset paths (conf/rl/taura.yaml, conf/rl/exp/7b.yaml)
+MAKE_PARQUET = "python -m rl.verl_ext.rl_dataset --tasks TASKS.jsonl --out {path}"
+MAKE_CHECKPOINT = "the agentic-SFT checkpoint, e.g. from python rl/train_sft.py +exp=7b"
 
 
 def missing_requirements() -> list[str]:
@@ -32,15 +38,64 @@ def missing_requirements() -> list[str]:
     return missing
 
 
+def _local(path: str) -> bool:
+    """Whether ``path`` names a local file or folder (not a remote URI like hdfs://, nor a hub id like org/name)."""
+    if "://" in path:
+        return False
+    return path.startswith(("/", ".", "~")) or path.count("/") != 1 or Path(path).exists()
+
+
+def _paths(value: object) -> list[str]:
+    return (
+        [str(v) for v in value]
+        if isinstance(value, Sequence) and not isinstance(value, str)
+        else [str(value)]
+    )
+
+
+def missing_files(config: DictConfig) -> list[str]:
+    """The SFT checkpoint and RL parquet paths that are still placeholders or are not there, each with how to
+    make it (empty when every local path exists)."""
+    missing = []
+    model = str(OmegaConf.select(config, "actor_rollout_ref.model.path"))
+    if model.startswith(PLACEHOLDER) or (
+        _local(model) and not (Path(model).expanduser() / "config.json").is_file()
+    ):
+        missing.append(
+            f"actor_rollout_ref.model.path={model} (no model folder with config.json: {MAKE_CHECKPOINT})"
+        )
+    for key in ("data.train_files", "data.val_files"):
+        for path in _paths(OmegaConf.select(config, key)):
+            if path.startswith(PLACEHOLDER) or (_local(path) and not Path(path).expanduser().is_file()):
+                missing.append(f"{key}={path} (the RL parquet: {MAKE_PARQUET.format(path=path)})")
+    return missing
+
+
+def missing_prerequisites(config: DictConfig) -> str | None:
+    """One line naming everything training lacks (hardware and files), or None when nothing is missing."""
+    parts = []
+    hardware = missing_requirements()
+    if hardware:
+        parts.append(f"needs a CUDA GPU and vLLM; found no {' and no '.join(hardware)}")
+    files = missing_files(config)
+    if files:
+        parts.append(f"{'also needs' if parts else 'needs'} {'; '.join(files)}")
+    if not parts:
+        return None
+    hint = (
+        ". On one machine without them: python rl/train_local.py +exp=tiny local.train_tasks=TASKS.jsonl"
+        if hardware
+        else ""
+    )
+    return re.sub(r"\s+", " ", f"rl/train_taura.py {'; '.join(parts)}{hint}")
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="taura", version_base=None)
 def main(config: DictConfig) -> None:
-    missing = missing_requirements()
-    if missing:
-        sys.exit(
-            f"rl/train_taura.py needs a CUDA GPU and vLLM; found no {' and no '.join(missing)}. "
-            "On one machine without them: python rl/train_local.py +exp=tiny local.train_tasks=TASKS.jsonl"
-        )
-    from rl.verl_trainer import run_taura
+    problem = missing_prerequisites(config)
+    if problem:
+        sys.exit(problem)
+    from rl.verl_ext.trainer import run_taura
 
     run_taura(config)
 

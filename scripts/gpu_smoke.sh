@@ -8,7 +8,7 @@
 #   bash scripts/gpu_smoke.sh --dry-run [overrides]  # print the training command it would run, and exit
 #
 # Needs: one CUDA GPU; verl 0.9.1 with its vLLM extra (pip install "verl[vllm]==0.9.1"); this repository
-# installed (pip install -e .), which also installs the vLLM plugin (rl/vllm_plugin.py, entry point
+# installed (pip install -e .), which also installs the vLLM plugin (rl/verl_ext/vllm_plugin.py, entry point
 # `vllm.general_plugins`) that lets every vLLM process serve the thinker-only checkpoint; ffmpeg or PyAV for
 # the synthetic media. Everything goes to $OMNIAGENT_SMOKE_DIR (default /tmp/omniagent-gpu-smoke); the
 # training log is $OMNIAGENT_SMOKE_DIR/train.log.
@@ -17,7 +17,7 @@
 #   1. preflight: GPU, vLLM, verl versions, and the vLLM plugin's entry point;
 #   2. builds the tiny thinker (omniagent/tiny_model.py) into a folder, passed as actor_rollout_ref.model.path;
 #   3. makes 2 synthetic videos with tasks (envs/synth/) and turns them into verl RL parquet rows
-#      (rl/rl_dataset.py; every row names the `omniagent` agent loop);
+#      (rl/verl_ext/rl_dataset.py; every row names the `omniagent` agent loop);
 #   4. runs `python rl/train_taura.py +exp=tiny ...` for $STEPS steps and checks that every step logged its
 #      TAURA metrics.
 set -euo pipefail
@@ -97,7 +97,7 @@ build_tiny_thinker(seed=0, out_dir=os.environ["OMNIAGENT_SMOKE_MODEL"])
 
 echo "== 3/4 synthetic tasks -> $DATA"
 "$PYTHON" -m envs.synth --out "$DATA/media" --seed 0 --n 2 --durations 30,60 --split train
-"$PYTHON" -m rl.rl_dataset --tasks "$DATA/media/tasks.jsonl" --out "$DATA/train.parquet"
+"$PYTHON" -m rl.verl_ext.rl_dataset --tasks "$DATA/media/tasks.jsonl" --out "$DATA/train.parquet"
 cp "$DATA/train.parquet" "$DATA/val.parquet"  # never read: validation is off below
 if [[ ${#ATTN_ARGS[@]} -gt 0 ]]; then
     echo "flash-attn not installed: actor uses sdpa with padded batches"

@@ -1,16 +1,18 @@
-"""Shared fixtures: generated media with known content (see tests/media_factory.py) and a small synthetic benchmark."""
+"""Shared fixtures: generated media with known content (see tests/media_factory.py), a small synthetic benchmark,
+and a small SFT set (two replayed episodes, their per-turn parquet, the tiny thinker, the dataset over both)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from media_factory import make_audio, make_video
-from testkit import SMALL_SYNTH
+from testkit import SMALL_SYNTH, sft_trajectories
 
 if TYPE_CHECKING:
     from envs.tasks import Task
+    from omniagent.trajectory import Trajectory
 
 BURSTS = [(3.0, 1.0, 1000.0), (12.0, 0.5, 2000.0)]  # (start s, length s, Hz) in every test video
 
@@ -50,3 +52,45 @@ def tasks(synth_dir: Path) -> list[Task]:
     out = generate_benchmark(synth_dir, seed=0, n_videos=1, durations=[20.0], config=SMALL_SYNTH)
     assert {t.task_type for t in out} >= {"mcq", "tr", "num", "size"}
     return out
+
+
+@pytest.fixture(scope="module")
+def trajectories(video_path: Path, audio_path: Path) -> list[Trajectory]:
+    """Two replayed right answers on the shared media (:func:`testkit.sft_trajectories`)."""
+    return sft_trajectories(video_path, audio_path)
+
+
+@pytest.fixture(scope="module")
+def parquet(trajectories: list[Trajectory], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The per-turn SFT parquet of :func:`trajectories` (``python -m rl.sft.export``)."""
+    from omniagent.trajectory import save_trajectories
+    from rl.sft import export as sft_export
+
+    out = tmp_path_factory.mktemp("sft") / "train.parquet"
+    kept = out.with_name("kept.jsonl")
+    save_trajectories(trajectories, kept)
+    assert sft_export.main(["--kept", str(kept), "--out", str(out), "--row-group-size", "3"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random thinker (omniagent/tiny_model.py), seed 0."""
+    from omniagent.tiny_model import build_tiny_thinker
+
+    path = tmp_path_factory.mktemp("tiny") / "thinker"
+    build_tiny_thinker(seed=0, out_dir=path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def dataset(parquet: Path, tiny_dir: Path) -> Any:
+    """:class:`rl.sft.dataset.OmniTurnSFTDataset` over :func:`parquet` with the tiny thinker's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from rl.sft.dataset import OmniTurnSFTDataset
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    return OmniTurnSFTDataset(
+        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
+    )

@@ -1,4 +1,4 @@
-"""The ``omniagent`` verl agent loop (rl/agent_loop.py) on CPU (verl's Omni support itself: test_verl_omni.py).
+"""The ``omniagent`` verl agent loop (rl/verl_ext/agent_loop.py) on CPU (verl's Omni support itself: test_verl_omni.py).
 
 Everything real except the rollout server: the tiny random Qwen2.5-Omni thinker and its processor, the
 environment on generated media, verl 0.9.1's own agent-loop worker (``AgentLoopWorkerTQ._run_agent_loop``:
@@ -32,13 +32,13 @@ from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 from envs.limits import EnvLimits  # noqa: E402
 from envs.tasks import Task, save_tasks_jsonl  # noqa: E402
 from omniagent.tiny_model import AUDIO_CHUNK_SECONDS, MAX_PIXELS, MIN_PIXELS  # noqa: E402
-from rl import agent_loop as al  # noqa: E402
-from rl import (  # noqa: E402
+from rl.verl_ext import agent_loop as al  # noqa: E402
+from rl.verl_ext import (  # noqa: E402
     media_tokens,
     rl_dataset,
-    verl_omni,  # noqa: E402  (patches verl as external_lib would, registers the agent loop)
-    verl_trainer,
 )
+from rl.verl_ext import omni_patches as verl_omni  # noqa: E402  (patches verl as external_lib would)
+from rl.verl_ext import trainer as verl_trainer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 UID = "prompt-7"
@@ -288,7 +288,7 @@ def test_turn_budget_reward_and_settings(cfg):
     assert al.shaped_reward(1.0, 2, True, shaping) == pytest.approx(0.8)
     assert al.shaped_reward(0.0, 0, False, shaping) == pytest.approx(-0.5)
 
-    # the evidence gate (rl/reward.py) reads the spans the environment reported, refused turns excepted
+    # the evidence gate (rl/algo/reward.py) reads the spans the environment reported, refused turns excepted
     tally = al.EpisodeTally(budget=5, evidence=[[9.0, 11.0]])
     tally.step(0.0, False, {"action_type": "get_audio", "timestamps": [2.0, 14.0], "error": "bad"}, None)
     assert not tally.evidence_seen and tally.format_errors == 1

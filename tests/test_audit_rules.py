@@ -19,9 +19,9 @@ from envs.tasks import Task
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
-from rl.audit_judge import AuditJudgeError, build_judge
-from rl.audit_rules import RulesAuditor, judge_kind
-from rl.synthesize import run_synthesis
+from rl.synthesis.audit_judge import AuditJudgeError, build_judge
+from rl.synthesis.audit_rules import RulesAuditor, judge_kind
+from rl.synthesis.synthesize import run_synthesis
 
 REPO = Path(__file__).resolve().parents[1]
 

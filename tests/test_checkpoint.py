@@ -20,7 +20,6 @@ from omniagent.checkpoint import IncompleteCheckpointError, check_checkpoint, mi
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import save_trajectories
-from rl import sft_export
 from rl.checkpoint import (
     complete_checkpoint,
     latest_checkpoint,
@@ -30,6 +29,7 @@ from rl.checkpoint import (
 from rl.checkpoint import (
     main as checkpoint_main,
 )
+from rl.sft import export as sft_export
 
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = {"max_side": 64, "clip_fps": 2.0}
@@ -40,15 +40,6 @@ TEXTS = [
     turn_text("grey frames at 0, 10, 20 s", "listen to the first burst", {"type": "get_audio", "start": 2, "end": 5}),
     turn_text("a tone from 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omniagent.tiny_model import build_tiny_thinker
-
-    path = tmp_path_factory.mktemp("tiny") / "thinker"
-    build_tiny_thinker(seed=0, out_dir=path)
-    return path
 
 
 @pytest.fixture(scope="module")

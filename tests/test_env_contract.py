@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
-from testkit import strict_json
+from testkit import strict_json, user_docs
 
 import envs
 from envs.contract import ResetInfo, StepInfo
@@ -202,7 +202,7 @@ def test_info_keys_follow_the_typed_dicts(env: OmniVideoEnv) -> None:
 
 
 def test_readme_lists_exactly_the_error_codes() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    readme = user_docs()  # README.md, docs/, recipes' READMEs
     start = readme.index("**Clamp or reject.**")
     paragraph = readme[start : readme.index("\n\n", start)]
     listed = {c for c in re.findall(r"`([^`]+)`", paragraph) if re.fullmatch(r"[a-z]+(?:_[a-z0-9]+)+", c)}

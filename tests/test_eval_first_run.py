@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from testkit import user_docs
 
 from envs.synth import generate_benchmark
 from omniagent.datasets import load_dataset
@@ -16,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_eval_commands() -> list[list[str]]:
-    """Every ``python scripts/eval.py ...`` line of the README (continuation lines joined)."""
-    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    """Every ``python scripts/eval.py ...`` line of the README, docs and recipes (continuation lines joined)."""
+    text = user_docs().replace("\\\n", " ")
     commands = []
     for line in text.splitlines():
         m = re.match(r"\s*python scripts/eval\.py(.*)$", line)

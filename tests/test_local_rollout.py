@@ -1,4 +1,4 @@
-"""rl/local_rollout.py's files and rl/turn_budget.py: the local trainer's rollout log goes through envs/jsonl (a
+"""rl/local/rollout.py's files and rl/algo/turn_budget.py: the local trainer's rollout log goes through envs/jsonl (a
 resume cuts the redone iterations and a torn last line, then appends go on), its metrics CSV is rewritten
 atomically, and both trainers give an episode the same turn budget."""
 
@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from omniagent.trajectory import Trajectory, load_trajectories
-from rl.local_rollout import append_rollouts, read_metrics, truncate_rollouts, write_metrics
-from rl.turn_budget import TurnBudgetConfig, turn_budget
+from rl.algo.turn_budget import TurnBudgetConfig, turn_budget
+from rl.local.rollout import append_rollouts, read_metrics, truncate_rollouts, write_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +102,6 @@ def test_turn_budget_from_a_config_block_or_its_dataclass() -> None:
 
 
 def test_the_turn_budget_module_does_not_import_verl() -> None:
-    code = "import sys, rl.turn_budget, rl.local_rollout; print('verl' in sys.modules)"
+    code = "import sys, rl.algo.turn_budget, rl.local.rollout; print('verl' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

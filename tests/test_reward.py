@@ -1,4 +1,4 @@
-"""The RL reward both trainers share (rl/reward.py): format penalties and the evidence gate, on the spans the real
+"""The RL reward both trainers share (rl/algo/reward.py): format penalties and the evidence gate, on the spans the real
 environment serves; the reading credit, on what the perceiving teacher wrote about synthetic media and on copies of
 its Observations with an item left out, an item added, or nothing described."""
 
@@ -9,16 +9,14 @@ import math
 from pathlib import Path
 
 import pytest
+from testkit import teacher_trajectories
 
 from envs.env import OmniVideoEnv
 from envs.scoring import mean_relative_accuracy
-from envs.synth import generate_benchmark
 from envs.tasks import Task, save_tasks_jsonl
 from omniagent.backends.synth_world import SynthWorld, percept_from_record
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.reward import (
+from rl.algo.reward import (
     RewardConfig,
     TurnText,
     answer_closeness,
@@ -96,16 +94,7 @@ def test_evidence_gate_pays_a_right_answer_only_after_a_look_at_the_evidence(vid
 @pytest.fixture(scope="module")
 def teacher_trajs(tmp_path_factory: pytest.TempPathFactory) -> list[Trajectory]:
     """The perceiving teacher on a synthetic video with sound: its Observations describe each percept exactly."""
-    out = tmp_path_factory.mktemp("synth_reading")
-    tasks = generate_benchmark(out, seed=3, n_videos=1, durations=[40], config={"max_tasks_per_template": 1})
-    env = OmniVideoEnv()
-    trajs = [
-        run_episode(env, make_policy("synth_teacher", seed=seed), task.env_options(8))
-        for task in tasks
-        for seed in (0, 1)
-    ]
-    env.close()
-    return trajs
+    return teacher_trajectories(tmp_path_factory.mktemp("synth_reading"))
 
 
 def _served_kinds(traj: Trajectory) -> set[str]:
@@ -215,44 +204,6 @@ def test_media_without_a_ground_truth_earn_no_reading_credit(
     assert shaped_reward(0.0, 0, True, credit, False, 1.0) == pytest.approx(0.5)  # the gate does not stop it
     assert shaped_reward(1.0, 0, True, credit, None, None) == 1.0
     assert shaped_reward(1.0, 0, True, RewardConfig(), True, 1.0) == 1.0  # off by default
-
-
-def test_reading_breakdown_splits_served_frames_by_content_and_centres_rewards_within_groups(
-    teacher_trajs: list[Trajectory], tmp_path: Path
-) -> None:
-    """rl.reading_breakdown on rollouts written like the local trainer's: the teacher reads every frame it served
-    (empty or not), a copy with its Observations blanked reads none; centred rewards sum to 0 within a group."""
-    from rl.reading_breakdown import breakdown, load_rollouts, main
-
-    rows = []
-    for g, traj in enumerate(teacher_trajs):
-        for i, blank in enumerate((False, True)):
-            row = json.loads(traj.model_dump_json())
-            if blank:
-                for turn in row["turns"]:
-                    turn["observation"] = "none"
-            read = reading_rate(traj.media, [TurnRecord(**t) for t in row["turns"]])
-            row["id"], row["reward"] = f"g{g}-{i}", 1.0
-            row["meta"] = {
-                "iteration": 1 + g % 2,
-                "reading": read,
-                "shaped_reward": 1.0 + 0.5 * (read or 0.0),
-            }
-            rows.append(row)
-    (tmp_path / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    honest = breakdown(load_rollouts(tmp_path)[0::2])
-    blank = breakdown(load_rollouts(tmp_path)[1::2])
-    assert {"empty", "event"} <= set(honest["frames"])  # the teacher served frames of both kinds
-    assert all(v["read"] == 1.0 for v in honest["frames"].values())
-    assert all(v["read"] == 0.0 for v in blank["frames"].values())
-    assert {k: v["served"] for k, v in blank["frames"].items()} == {
-        k: v["served"] for k, v in honest["frames"].items()
-    }
-    both = breakdown(rows)["by_length"]
-    assert sum(v["episodes"] for v in both.values()) == len(rows)
-    assert sum(v["episodes"] * v["score"] for v in both.values()) == pytest.approx(0.0, abs=0.01)  # all right
-    assert sum(v["episodes"] * v["shaped"] for v in both.values()) == pytest.approx(0.0, abs=0.01)  # centred
-    assert main([str(tmp_path)]) == 0
 
 
 def test_the_prior_floor_pays_only_the_score_above_the_no_look_constant(tmp_path: Path) -> None:

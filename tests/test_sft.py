@@ -10,83 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testkit import turn_text
+from testkit import SFT_LIMITS as LIMITS
 
 from envs.env import OmniVideoEnv
 from envs.messages import count_media_parts, media_messages
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
-from omniagent.trajectory import Trajectory, save_trajectories
-from rl import sft_export
-
-LIMITS = {"max_side": 64, "clip_fps": 2.0}
-
-
-VIDEO_TEXTS = [
-    turn_text("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
-    turn_text("grey barcoded frames at 0, 10, 20 s", "listen around the first burst", {"type": "get_audio", "start": 2, "end": 5}),
-    turn_text("a 1000 Hz tone from 3 s", "watch it with sound", {"type": "get_clip", "start": 2.5, "end": 4}),
-    turn_text("the clip shows the tone at 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
-]  # fmt: skip
-AUDIO_TEXTS = [
-    turn_text("none", "listen to the start", {"type": "get_audio", "start": 0, "end": 6}),
-    turn_text("a tone at 3 s", "one burst so far; listen further", {"type": "get_audio", "start": 10, "end": 14}),
-    turn_text("a second tone at 12 s", "two bursts", {"type": "answer", "content": "2"}),
-]  # fmt: skip
-
-
-def run(media: Path, texts: list[str], **task: Any) -> Trajectory:
-    env = OmniVideoEnv(limits=LIMITS)
-    try:
-        traj = run_episode(
-            env, make_policy("replay", texts=texts), {"media": str(media), **task, "max_turns": 6}
-        )
-    finally:
-        env.close()
-    traj.meta.update(env_limits=env.limits.model_dump(), task_id=traj.id)
-    assert traj.stop_reason == "answered" and traj.reward == 1.0 and not any(t.error for t in traj.turns)
-    return traj
-
-
-@pytest.fixture(scope="module")
-def trajectories(video_path: Path, audio_path: Path) -> list[Trajectory]:
-    import omniagent.backends.scripted  # noqa: F401  (registers "replay")
-
-    return [
-        run(video_path, VIDEO_TEXTS, question="Which tone plays first?", task_type="mcq",
-            choices=["500 Hz", "1000 Hz", "2000 Hz"], answer="B"),
-        run(audio_path, AUDIO_TEXTS, question="How many tone bursts?", task_type="num", answer=2.0),
-    ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def parquet(trajectories: list[Trajectory], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sft") / "train.parquet"
-    kept = out.with_name("kept.jsonl")
-    save_trajectories(trajectories, kept)
-    assert sft_export.main(["--kept", str(kept), "--out", str(out), "--row-group-size", "3"]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from omniagent.tiny_model import build_tiny_thinker
-
-    path = tmp_path_factory.mktemp("tiny") / "thinker"
-    build_tiny_thinker(seed=0, out_dir=path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def dataset(parquet: Path, tiny_dir: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    from rl.sft_dataset import OmniTurnSFTDataset
-
-    tok = AutoTokenizer.from_pretrained(tiny_dir)
-    return OmniTurnSFTDataset(
-        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
-    )
+from omniagent.trajectory import Trajectory
+from rl.sft import export as sft_export
 
 
 def live_contexts(traj: Trajectory) -> list[list[dict[str, Any]]]:
@@ -154,7 +83,7 @@ def test_replay_detects_a_different_environment(trajectories: list[Trajectory]) 
 
 def test_synthesis_output_exports(tmp_path: Path, video_path: Path) -> None:
     from envs.tasks import Task, save_tasks_jsonl
-    from rl.synthesize import run_synthesis
+    from rl.synthesis.synthesize import run_synthesis
 
     tasks = save_tasks_jsonl(
         [Task(id="a", media=str(video_path), question="How long is it?", task_type="num", answer=20.0)],
@@ -221,11 +150,11 @@ def test_verl_loads_and_collates_the_dataset(parquet: Path, tiny_dir: Path) -> N
     from verl.utils.dataset.dataset_utils import SFTTensorCollator
     from verl.utils.model import extract_multi_modal_inputs
 
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
 
     data_cfg = OmegaConf.create(
         {
-            "custom_cls": {"path": "pkg://rl.sft_dataset", "name": "OmniTurnSFTDataset"},
+            "custom_cls": {"path": "pkg://rl.sft.dataset", "name": "OmniTurnSFTDataset"},
             "pad_mode": "no_padding",
             "max_length": 8192,
             "truncation": "error",
@@ -250,7 +179,7 @@ def test_loss_goes_down_on_a_repeated_batch(dataset: Any, tiny_dir: Path) -> Non
     import torch
 
     from omniagent.tiny_model import load_tiny_thinker
-    from rl.sft_step import collate, freeze_modules, sft_loss, train_steps
+    from rl.sft.step import collate, freeze_modules, sft_loss, train_steps
 
     torch.manual_seed(0)
     model, _ = load_tiny_thinker(tiny_dir)
@@ -286,7 +215,7 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     from omegaconf import OmegaConf
     from verl.utils.import_utils import load_extern_object
 
-    from rl.sft_dataset import OmniTurnSFTDataset
+    from rl.sft.dataset import OmniTurnSFTDataset
     from rl.train_sft import _placeholders, launch, torchrun_command, verl_config, write_verl_config
 
     cfg = compose_sft(["+exp=7b", f"omni_sft.run_dir={tmp_path}"])
@@ -316,7 +245,16 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_local_mode_trains_through_the_dataset_class(compose_sft: Any, parquet: Path, tiny_dir: Path) -> None:
+def test_local_mode_trains_through_the_dataset_class(
+    compose_sft: Any, parquet: Path, tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CPU smoke run (``+exp=tiny``) trains, saves a complete folder under ``omni_sft.run_dir`` by
+    default and prints where; the folder loads back with the trained weights."""
+    import torch
+
+    from omniagent.checkpoint import check_checkpoint
+    from rl.sft.local import load_model
+    from rl.sft.step import collate, sft_loss
     from rl.train_sft import launch
 
     cfg = compose_sft(
@@ -326,31 +264,23 @@ def test_local_mode_trains_through_the_dataset_class(compose_sft: Any, parquet: 
             f"data.train_files={parquet}",
             "omni_sft.local.steps=2",
             "omni_sft.local.max_samples=1",
+            f"omni_sft.run_dir={tmp_path}",
         ]
     )
     losses = launch(cfg)
     assert len(losses) == 2 and losses[1] < losses[0]
+    final = tmp_path / "final"
+    assert f"saved: {final}" in capsys.readouterr().out.splitlines()
+    check_checkpoint(final)  # weights, config, processor, tokenizer, chat template
+    from transformers import AutoTokenizer
 
+    from rl.sft.dataset import OmniTurnSFTDataset
 
-def test_the_text_warmup_gets_its_option_shuffles_from_the_config(
-    compose_sft: Any, parquet: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import rl.text_warmup
-    from rl.train_sft import launch
-
-    assert compose_sft(["+exp=tiny"]).omni_sft.local.text_warmup.option_shuffles == 0
-    seen, real = [], rl.text_warmup.short_turns
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(args[3:])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(rl.text_warmup, "short_turns", spy)
-    cfg = compose_sft(["+exp=tiny", f"model.path={tiny_dir}", f"data.train_files={parquet}",
-                       "omni_sft.local.steps=1", "omni_sft.local.max_samples=1", "omni_sft.local.text_warmup.steps=1",
-                       "omni_sft.local.text_warmup.option_shuffles=3", "trainer.seed=5"])  # fmt: skip
-    assert len(launch(cfg)) == 1
-    assert seen == [(3, 5)]  # option shuffles, seeded by the run's seed
+    data = OmniTurnSFTDataset(str(parquet), AutoTokenizer.from_pretrained(final), cfg.data, max_samples=1)
+    with torch.no_grad():
+        trained = float(sft_loss(load_model(str(final)), collate([data[0]], data.pad_id))[0])
+        untrained = float(sft_loss(load_model(str(tiny_dir)), collate([data[0]], data.pad_id))[0])
+    assert trained < untrained - 0.1  # the folder holds the trained weights, not the starting ones
 
 
 @pytest.mark.slow
@@ -394,42 +324,15 @@ def test_prepare_thinker_from_full_checkpoint(tiny_dir: Path, tmp_path: Path) ->
     assert prepare_thinker(str(full), str(out)) == out  # already there: nothing redone
 
 
-def test_media_probe_compares_real_and_zeroed_media_by_region(dataset: Any, tiny_dir: Path) -> None:
-    import torch
-
-    from rl.local_sft import _load_model
-    from rl.media_probe import MEDIA_INPUTS, media_dependence, region_of, zero_media
-    from rl.sft_step import collate
-
-    assert region_of('{"observation": "a') == "observation"
-    assert region_of('{"observation": "a", "thought": "b') == "thought"
-    assert region_of('{"observation": "a", "thought": "b", "action": {"type') == "action"
-    with_media = [i for i in range(len(dataset)) if dataset[i].get("multi_modal_inputs")]
-    batch = collate([dataset[with_media[0]]])
-    zeroed = zero_media(batch)
-    assert torch.equal(zeroed["input_ids"], batch["input_ids"])
-    assert any(k in batch for k in MEDIA_INPUTS)
-    assert all(not zeroed[k].any() for k in MEDIA_INPUTS if k in batch)
-    model = _load_model(str(tiny_dir)).eval()
-    report = media_dependence(model, dataset.tokenizer, dataset, n_samples=len(dataset))
-    assert report["samples"] == len(with_media)  # turns without media are not scored
-    by = report["by"]
-    assert by["all"]["tokens"] == sum(
-        by[r]["tokens"] for r in ("observation", "thought", "action") if r in by
-    )
-    assert by["all"]["tokens"] == by["digit"]["tokens"] + by["other"]["tokens"]
-    assert abs(by["all"]["gap"]) > 1e-4  # the random model's output does depend on its media inputs
-
-
 def test_encoders_only_training_skips_turns_without_media(dataset: Any, tiny_dir: Path) -> None:
     """``omni_sft.freeze=[model, lm_head]`` (align the encoders to a trained text model): a text-only
     turn has no trainable parameter on its path, so the step is skipped instead of failing."""
     import torch
 
-    from rl.local_sft import _load_model
-    from rl.sft_step import collate, freeze_modules, optimizer_step
+    from rl.sft.local import load_model
+    from rl.sft.step import collate, freeze_modules, optimizer_step
 
-    model = _load_model(str(tiny_dir))
+    model = load_model(str(tiny_dir))
     freeze_modules(model, ["model", "lm_head"])
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-2)

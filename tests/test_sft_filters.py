@@ -1,4 +1,4 @@
-"""The pure quality-control filters of SFT synthesis (rl/sft_filters.py): outcome thresholds, hindsight
+"""The pure quality-control filters of SFT synthesis (rl/synthesis/filters.py): outcome thresholds, hindsight
 leakage, and parsing the judge's audit reply."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl import sft_filters as F
+from rl.synthesis import filters as F
 
 
 def _traj(turns: list[TurnRecord], **kw: Any) -> Trajectory:

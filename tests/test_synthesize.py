@@ -25,9 +25,9 @@ from envs.limits import EnvLimits
 from envs.tasks import Task, save_tasks_jsonl
 from omniagent.policy import POLICIES, Policy, PolicyError, TurnOutput, register_policy
 from omniagent.trajectory import Trajectory, load_trajectories
-from rl import sft_filters as F
-from rl.audit_judge import AuditJudgeError
-from rl.synthesize import TeacherPolicy, inject_hint, run_synthesis
+from rl.synthesis import filters as F
+from rl.synthesis.audit_judge import AuditJudgeError
+from rl.synthesis.synthesize import TeacherPolicy, inject_hint, run_synthesis
 
 # --------------------------------------------------------------------------------------------------
 # A stochastic scripted teacher
@@ -352,7 +352,7 @@ def test_config_file_composes_and_runs(tmp_path: Path, tasks_file: Path) -> None
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from rl.synthesize import REPO_ROOT
+    from rl.synthesis.synthesize import REPO_ROOT
 
     out = tmp_path / "out"
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
@@ -386,7 +386,7 @@ class _Crashing(Policy):
 
 def test_error_streak_stops_the_run_and_a_second_writer_is_refused(tmp_path: Path, tasks_file: Path) -> None:
     from omniagent.eval.batch import FolderLockedError, RunLock
-    from rl.synthesize import SynthesisError
+    from rl.synthesis.synthesize import SynthesisError
 
     out = tmp_path / "out"
     cfg = make_cfg(tasks_file, out, "http://127.0.0.1:9/v1", n_samples=2)
@@ -405,7 +405,7 @@ def test_readme_teacher_overrides_compose(tmp_path: Path, tasks_file: Path) -> N
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from rl.synthesize import REPO_ROOT, build_teacher
+    from rl.synthesis.synthesize import REPO_ROOT, build_teacher
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
         cfg = compose(

@@ -1,4 +1,4 @@
-"""TAURA maths (rl/taura.py) against hand-computed groups; no verl needed except for the parity test."""
+"""TAURA maths (rl/algo/taura.py) against hand-computed groups; no verl needed except for the parity test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rl import taura
+from rl.algo import taura
 
 SQRT_HALF = math.sqrt(0.5)  # GRPO advantage of rewards (1, 0): +-0.5 / std(1, 0) = +-0.5 / sqrt(0.5)
 

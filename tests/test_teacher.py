@@ -18,7 +18,7 @@ from omniagent.backends.synth_world import SynthWorld, parse_observation
 from omniagent.episode import run_episode
 from omniagent.policy import PolicyError, make_policy
 from omniagent.trajectory import Trajectory
-from rl.sft_filters import outcome_score
+from rl.synthesis.filters import outcome_score
 
 ALL_TEMPLATES = {template for _, template, _, _ in TEMPLATES}
 
@@ -159,8 +159,8 @@ def test_scripted_mistakes_are_marked_recovered_and_never_targets(bench: list[Ta
     swaps a look's start and end; the environment rejects the turn, the next turn says so and takes
     the decision again, the plan goes on as without mistakes, QC does not reject the trajectory for it
     and the export never makes the mistake a target (it stays in later contexts)."""
-    from rl.sft_export import trajectory_rows
-    from rl.sft_filters import hygiene_reasons
+    from rl.sft.export import trajectory_rows
+    from rl.synthesis.filters import hygiene_reasons
 
     env = OmniVideoEnv()
     picked = [t for t in bench if t.task_type in ("mcq", "tr", "num", "size")][:6]
@@ -220,7 +220,7 @@ def test_per_frame_looks_get_a_sentence_each_and_clips_a_sentence_per_run(bench:
 
 
 def test_a_per_frame_teacher_passes_the_audit_and_acts_as_the_default_one(bench: list[Task]) -> None:
-    from rl.audit_rules import RulesAuditor
+    from rl.synthesis.audit_rules import RulesAuditor
 
     task = next(t for t in bench if t.extra["template"] == "shape_tr")
     runs, frames = (
@@ -244,7 +244,7 @@ def test_a_named_frame_teacher_first_looks_at_exactly_the_named_time_and_answers
     """``named_frame``: a visual question that names a time is first looked at as that one frame (the
     question's number copied), the frame shows the event, and the audited answer is right; questions
     without a named time and audio questions search as before."""
-    from rl.audit_rules import RulesAuditor
+    from rl.synthesis.audit_rules import RulesAuditor
 
     named = [t for t in bench if t.extra["template"] in ("digit_mcq", "screen_word_ff", "shape_width_size")]
     assert len(named) >= 3
@@ -274,7 +274,7 @@ def test_a_unit_thought_names_what_a_number_answer_counts(bench: list[Task]) -> 
     before the answer, so each question type's number follows its own words; every number template has
     such words, the looks, answers and scores are the plain teacher's, other types are untouched, QC passes."""
     from omniagent.backends.synth_goals import UNIT_NOTES
-    from rl.audit_rules import RulesAuditor
+    from rl.synthesis.audit_rules import RulesAuditor
 
     numbers = [t for t in bench if t.task_type in ("num", "size")]
     assert {t.extra["template"] for t in numbers} == set(UNIT_NOTES)  # every number template, no other
@@ -299,7 +299,7 @@ def test_an_option_thought_names_the_observed_value_and_its_letter(bench: list[T
     (the letter the answer then copies), or that none was observed and the answer is a guess; the
     looks, the answers and every other task's turns are those of the plain teacher, and QC passes."""
     from envs.scoring import letters
-    from rl.audit_rules import RulesAuditor
+    from rl.synthesis.audit_rules import RulesAuditor
 
     mcq = [t for t in bench if t.task_type == "mcq"]
     assert {t.extra["template"] for t in mcq} >= {"digit_mcq", "spoken_word_mcq", "after_beep_color_mcq"}

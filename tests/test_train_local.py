@@ -28,27 +28,16 @@ from omniagent.checkpoint import check_checkpoint
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
+from rl.algo.reward import closeness
 from rl.checkpoint import latest_checkpoint, load_training_state, save_checkpoint
-from rl.info_gain import answer_entropy, information_gains
-from rl.local_rollout import TurnEncoder, TurnRow
-from rl.reward import closeness
-from rl.task_draw import training_tasks
-from rl.train_local import (
-    Args,
-    RecordingPolicy,
-    advantages,
-    compose_config,
-    evaluate,
-    kl_to_reference,
-    load_policy,
-    play_group,
-    ppo_clip_loss,
-    rollout,
-    score_rows,
-    train,
-    update,
-)
-from rl.turn_budget import turn_budget
+from rl.local.args import Args
+from rl.local.bookkeeping import evaluate, load_policy
+from rl.local.groups import RecordingPolicy, play_group, rollout
+from rl.local.info_gain import answer_entropy, information_gains
+from rl.local.rollout import TurnEncoder, TurnRow
+from rl.local.task_draw import training_tasks
+from rl.local.update import advantages, kl_to_reference, ppo_clip_loss, score_rows, update
+from rl.train_local import compose_config, train
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny-scale run: 1-2 groups of 2-4 episodes, 2 turns each, short outputs.
@@ -76,13 +65,9 @@ def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def random_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The random tiny thinker as a checkpoint folder (by path: "tiny" now names the shipped agent)."""
-    from omniagent.tiny_model import build_tiny_thinker
-
-    path = tmp_path_factory.mktemp("random_tiny") / "model"
-    build_tiny_thinker(seed=0, out_dir=path)
-    return path
+def random_dir(tiny_dir: Path) -> Path:
+    """The random tiny thinker as a checkpoint folder (conftest's; by path: "tiny" names the shipped agent)."""
+    return tiny_dir
 
 
 @pytest.fixture(scope="module")
@@ -172,28 +157,6 @@ def test_shuffle_options_gives_each_episode_its_own_letters_for_the_same_answer(
     (metrics,) = _read(tmp_path / "metrics.csv")
     assert (metrics["groups_played"], metrics["gen_batches"]) == ("1", "1")  # no filter_groups: one draw
     assert metrics["groups_flat"] == str(int(len({p["reward"] for p in played}) == 1))
-
-
-def test_trained_tiny_agent_experiment_uses_the_recipes_caps_and_budget(train_tasks: Path) -> None:
-    """``+exp=tiny_agent`` plays episodes as the recipe evaluated its agent: the same caps, K = 16 and the
-    same generation limit, so RL starts from the behaviour the held-out table measured."""
-    from rl.tiny_recipe import limit_overrides, parse_args
-
-    cfg = compose_config(
-        ["+exp=tiny_agent", "actor_rollout_ref.model.path=x", f"local.train_tasks={train_tasks}"]
-    )
-    args, recipe = Args.from_config(cfg), parse_args([])
-    assert {k: float(v) for k, v in args.env["limits"].items()} == limit_overrides(recipe)
-    assert args.max_new_tokens == recipe.max_new_tokens and args.local["device"] == "cpu"
-    assert turn_budget(60.0, args.env["turns"]) == turn_budget(600.0, args.env["turns"]) == 16
-    assert args.local["constrained"] is bool(recipe.constrained) is True
-    policy = load_policy(
-        "tiny", args
-    )  # the shipped agent, decoding under the turn schema as the recipe's eval
-    try:
-        assert policy.grammar is not None and policy.temperature == args.temperature
-    finally:
-        policy.close()
 
 
 def test_ppo_clip_loss_matches_verl_vanilla_hand_values(cfg_tiny) -> None:
@@ -604,7 +567,7 @@ def test_kl_anchor_is_the_starting_model_also_after_resume(
 @pytest.fixture(scope="module")
 def sft_parquet(oracle_turns, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The oracle's episode (frames, then the right answer) exported as SFT rows, as rl/sft_export writes them."""
-    from rl.sft_export import export_parquet
+    from rl.sft.export import export_parquet
 
     traj = oracle_turns[3]
     path = tmp_path_factory.mktemp("anchor") / "train.parquet"
@@ -617,7 +580,7 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
 ) -> None:
     """With zero advantages and no KL the PPO term has no gradient: the policy moves only with the anchor, and
     each step lowers the anchor rows' NLL (logged as sft_nll)."""
-    from rl.sft_anchor import SFTAnchor
+    from rl.local.sft_anchor import SFTAnchor
 
     policy, encoder, _, _, turns = oracle_turns
     base = dataclasses.replace(Args.from_config(cfg_tiny), lr=0.05, mini_batch_rows=len(turns), kl_coef=0.0)
@@ -647,7 +610,7 @@ def test_sft_anchor_alone_moves_the_policy_toward_the_sft_rows(
 
 
 def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, sft_parquet: Path) -> None:
-    from rl.sft_anchor import SFTAnchor
+    from rl.local.sft_anchor import SFTAnchor
 
     encoder = oracle_turns[1]
     one, two = (SFTAnchor(str(sft_parquet), 0.5, 1, 7, encoder) for _ in range(2))
@@ -669,7 +632,7 @@ def test_sft_anchor_rows_are_seeded_and_its_settings_are_checked(oracle_turns, s
         SFTAnchor(str(sft_parquet), 0.0, 2, 0, encoder)
     with pytest.raises(ValueError, match=r"sft_anchor\.rows"):
         SFTAnchor(str(sft_parquet), 0.5, 0, 0, encoder)
-    with pytest.raises(FileNotFoundError, match="sft_export|tiny_recipe"):
+    with pytest.raises(FileNotFoundError, match=r"python -m rl\.sft\.export"):
         SFTAnchor(str(sft_parquet) + ".missing", 0.5, 2, 0, encoder)
 
 
@@ -706,6 +669,56 @@ def test_one_iteration_per_weight_mode_logs_its_turn_weights(
         assert weights == [1.0] * 4 and float(row["weight_std"]) == 0.0
     assert all(math.isfinite(w) and w >= 0 for w in weights)
     check_checkpoint(tmp_path / "final")
+
+
+def test_the_progress_bar_moves_once_per_rollout_group_with_an_eta(
+    train_tasks: Path, random_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two groups per iteration, two iterations: the bar (``local.progress``) counts 4 groups, and each group
+    moves it as soon as it is played (before the next group starts), so a slow iteration still shows its pace;
+    a resumed run's bar starts at the groups already done."""
+    import rl.local.groups
+    import rl.local.progress
+
+    events: list[tuple[str, Any]] = []
+
+    class Bar:  # records what the trainer asks of tqdm
+        def __init__(self, **kwargs: Any) -> None:
+            self.total, self.n = kwargs["total"], kwargs.get("initial", 0)
+            events.append(("open", (self.total, self.n, kwargs.get("unit"), kwargs.get("disable"))))
+
+        def update(self, n: int) -> None:
+            self.n += n
+            events.append(("update", self.n))
+
+        def set_description(self, *args: Any, **kwargs: Any) -> None:
+            events.append(("describe", args[0]))
+
+        def set_postfix(self, **kwargs: Any) -> None:
+            events.append(("postfix", sorted(kwargs)))
+
+        def close(self) -> None:
+            events.append(("close", self.n))
+
+    played = rl.local.groups.play_group
+
+    def play(*args: Any, **kwargs: Any) -> Any:
+        events.append(("play", None))
+        return played(*args, **kwargs)
+
+    monkeypatch.setattr(rl.local.progress, "tqdm", Bar)
+    monkeypatch.setattr(rl.local.groups, "play_group", play)
+    over = [*SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}",
+            "data.train_batch_size=2", "local.progress=true", f"local.run_dir={tmp_path}", "local.eval_every=0"]  # fmt: skip
+    train(compose_config([*over, "local.iterations=1"]))
+    assert events[0] == ("open", (2, 0, "group", False))
+    kinds = [e[0] for e in events[1:]]
+    assert kinds == ["play", "update", "play", "update", "postfix", "close"]  # per group, not per iteration
+    assert [e[1] for e in events if e[0] == "update"] == [1, 2]
+    events.clear()
+    train(compose_config([*over, "local.iterations=2"]))  # resumes after iteration 1
+    assert events[0] == ("open", (4, 2, "group", False))
+    assert [e[1] for e in events if e[0] == "update"] == [3, 4]
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -768,7 +781,7 @@ def test_resumes_after_sigkill_exactly_like_an_uninterrupted_run(
 
 def _warm_start(policy, encoder: TurnEncoder, tasks: Path, steps: int) -> None:
     """Teach the random tiny thinker the answer format: a few SFT steps on an oracle's answer turns."""
-    from rl.sft_step import collate, train_steps
+    from rl.sft.step import collate, train_steps
 
     items = []
     for task in load_tasks_jsonl(tasks):

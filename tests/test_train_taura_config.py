@@ -1,5 +1,5 @@
 """The TAURA launcher's Hydra config (conf/rl/), verl's estimator registry and the trainer override
-(rl/verl_trainer.py), and the GPU smoke script's training command, on CPU.
+(rl/verl_ext/trainer.py), and the GPU smoke script's training command, on CPU.
 
 Needs verl 0.9.1 (`pip install "verl[verl-core]==0.9.1"`): its `ppo_trainer` config is the base of ours and
 the override subclasses its V1 sync trainer. End-to-end training is not run here (it needs vLLM and a GPU);
@@ -36,8 +36,9 @@ from verl.utils.config import validate_config  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 
 from envs.limits import EnvLimits  # noqa: E402
-from rl import taura, verl_trainer  # noqa: E402
-from rl.agent_loop import EnvSettings  # noqa: E402
+from rl.algo import taura  # noqa: E402
+from rl.verl_ext import trainer as verl_trainer  # noqa: E402
+from rl.verl_ext.agent_loop import EnvSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "rl" / "train_taura.py"
@@ -176,6 +177,35 @@ def test_training_without_gpu_or_vllm_stops_in_one_line():
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]  # one line, no traceback
     assert "needs a CUDA GPU and vLLM" in proc.stderr
     assert "ray" not in proc.stdout.lower()  # stopped before Ray started
+    # the same line names the files that are not there, and how to make them
+    assert "actor_rollout_ref.model.path=/ckpt/x (no model folder" in proc.stderr
+    assert "data.train_files=/d/t.parquet (the RL parquet: python -m rl.verl_ext.rl_dataset" in proc.stderr
+
+
+def test_missing_checkpoint_and_parquet_files_are_named_before_training(tmp_path: Path) -> None:
+    """``+exp=7b`` as shipped names its three placeholders; real paths pass once the files are there; remote
+    paths (hdfs://, a hub id) are left to verl."""
+    from rl.train_taura import missing_files
+
+    unset = missing_files(_compose("7b"))
+    assert [m.split("=")[0] for m in unset] == [
+        "actor_rollout_ref.model.path",
+        "data.train_files",
+        "data.val_files",
+    ]
+    model, train, val = tmp_path / "sft", tmp_path / "train.parquet", tmp_path / "val.parquet"
+    given = (f"actor_rollout_ref.model.path={model}", f"data.train_files={train}", f"data.val_files=[{val}]")
+    assert len(missing_files(_compose("7b", *given))) == 3  # not there yet
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    train.write_bytes(b"x")
+    assert missing_files(_compose("7b", *given)) == [f"data.val_files={val} (the RL parquet: python -m "
+                                                     f"rl.verl_ext.rl_dataset --tasks TASKS.jsonl --out {val})"]  # fmt: skip
+    val.write_bytes(b"x")
+    assert missing_files(_compose("7b", *given)) == []
+    remote = ("actor_rollout_ref.model.path=Qwen/Qwen2.5-Omni-7B", "data.train_files=hdfs://d/t.parquet",
+              "data.val_files=hdfs://d/v.parquet")  # fmt: skip
+    assert missing_files(_compose("7b", *remote)) == []
 
 
 # ------------------------------------------------------------------ verl's API that the override relies on

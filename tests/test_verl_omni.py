@@ -1,4 +1,4 @@
-"""verl 0.9.1's Qwen2.5-Omni support (rl/verl_omni.py, loaded as ``external_lib``) with the tiny random thinker on
+"""verl 0.9.1's Qwen2.5-Omni support (rl/verl_ext/omni_patches.py, loaded as ``external_lib``) with the tiny random thinker on
 CPU: verl accepts the processor, bans media tokens in its vLLM sampler, and gets the thinker's own rope indices."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ pytest.importorskip("verl", reason="verl is not installed (pip install 'verl[ver
 
 from verl.experimental.agent_loop.agent_loop import _agent_loop_registry  # noqa: E402
 
-from rl import verl_omni  # noqa: E402  (patches verl as external_lib would, registers the agent loop)
+from rl.verl_ext import omni_patches as verl_omni  # noqa: E402  (patches verl as external_lib would, registers the agent loop)
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,16 @@ def test_verl_accepts_the_omni_processor_through_external_lib(tiny):
     with pytest.warns(UserWarning, match="Unsupported processor type"):
         assert verl_omni._original_hf_processor(str(tiny.path)) is None  # the gap the plugin closes
 
-    config = HFModelConfig(path=str(tiny.path), external_lib="rl.verl_omni")  # what every verl worker builds
+    config = HFModelConfig(
+        path=str(tiny.path), external_lib="rl.verl_ext.omni_patches"
+    )  # what every verl worker builds
     processor = config.processor
     assert type(processor).__name__ == "Qwen2_5OmniProcessor"
     assert isinstance(processor.get_rope_index, verl_omni.OmniRopeIndex)
     assert processor.get_rope_index_kwargs is verl_omni.rope_index_kwargs
     assert isinstance(pickle.loads(pickle.dumps(processor.get_rope_index)), verl_omni.OmniRopeIndex)
     assert processor.audio_token_id == tiny.tokenizer.convert_tokens_to_ids("<|AUDIO|>")
-    assert _agent_loop_registry["omniagent"] == {"_target_": "rl.agent_loop.OmniAgentLoop"}
+    assert _agent_loop_registry["omniagent"] == {"_target_": "rl.verl_ext.agent_loop.OmniAgentLoop"}
 
     from verl.utils import hf_processor
     from verl.workers.rollout import utils as rollout_utils

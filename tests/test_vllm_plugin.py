@@ -1,4 +1,4 @@
-"""The vLLM plugin (rl/vllm_plugin.py) and the media-token leaf module (rl/media_tokens.py).
+"""The vLLM plugin (rl/verl_ext/vllm_plugin.py) and the media-token leaf module (rl/verl_ext/media_tokens.py).
 
 The plugin runs in every vLLM process, a plain `vllm serve` included: it must stay light and side-effect free.
 vLLM itself is not installed on CPU, so registration runs against a stand-in `vllm` module with the one API
@@ -79,11 +79,14 @@ def test_installed_entry_point_is_the_declared_one():
 
 
 def test_media_token_helper_is_a_leaf():
-    """rl.media_tokens is shared by the agent loop and the verl patches without importing either (no cycle)."""
+    """rl.verl_ext.media_tokens is shared by the agent loop and the verl patches without importing either (no cycle)."""
     code = (
         "import json, sys\n"
-        "import rl.media_tokens\n"
+        "import rl.verl_ext.media_tokens\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('rl.', 'verl', 'torch')))))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
-    assert json.loads(out.stdout) == ["rl.media_tokens"]
+    assert json.loads(out.stdout) == [
+        "rl.verl_ext",
+        "rl.verl_ext.media_tokens",
+    ]  # its package imports nothing

@@ -41,9 +41,9 @@ def strict_json(value: Any) -> str:
 
 def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
     """The tiny random thinker saved in ``folder / "thinker"``, with the processor verl builds through
-    rl/verl_omni.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
+    rl/verl_ext/omni_patches.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
     from omniagent.tiny_model import build_tiny_thinker
-    from rl import verl_omni
+    from rl.verl_ext import omni_patches as verl_omni
 
     path = folder / "thinker"
     model, _ = build_tiny_thinker(seed=0, out_dir=path)
@@ -54,3 +54,79 @@ def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
 def turn_text(obs: str, thought: str, action: dict[str, Any]) -> str:
     """One model turn in the environment's protocol, as a scripted test policy writes it."""
     return json.dumps({"observation": obs, "thought": thought, "action": action})
+
+
+SFT_LIMITS = {
+    "max_side": 64,
+    "clip_fps": 2.0,
+}  # the environment of the replayed SFT episodes (sft_trajectories)
+SFT_VIDEO_TEXTS = [
+    turn_text("none", "scan the video", {"type": "get_frames", "start": 0, "end": 20, "num": 3}),
+    turn_text("grey barcoded frames at 0, 10, 20 s", "listen around the first burst", {"type": "get_audio", "start": 2, "end": 5}),
+    turn_text("a 1000 Hz tone from 3 s", "watch it with sound", {"type": "get_clip", "start": 2.5, "end": 4}),
+    turn_text("the clip shows the tone at 3 s", "the first tone is 1000 Hz", {"type": "answer", "content": "B"}),
+]  # fmt: skip
+SFT_AUDIO_TEXTS = [
+    turn_text("none", "listen to the start", {"type": "get_audio", "start": 0, "end": 6}),
+    turn_text("a tone at 3 s", "one burst so far; listen further", {"type": "get_audio", "start": 10, "end": 14}),
+    turn_text("a second tone at 12 s", "two bursts", {"type": "answer", "content": "2"}),
+]  # fmt: skip
+
+
+def replay_episode(media: Path, texts: list[str], **task: Any) -> Any:
+    """A scripted episode that plays ``texts`` on ``media`` and answers right, with no error on any turn."""
+    import omniagent.backends.scripted  # noqa: F401  (registers "replay")
+    from envs.env import OmniVideoEnv
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    env = OmniVideoEnv(limits=SFT_LIMITS)
+    try:
+        traj = run_episode(
+            env, make_policy("replay", texts=texts), {"media": str(media), **task, "max_turns": 6}
+        )
+    finally:
+        env.close()
+    traj.meta.update(env_limits=env.limits.model_dump(), task_id=traj.id)
+    assert traj.stop_reason == "answered" and traj.reward == 1.0 and not any(t.error for t in traj.turns)
+    return traj
+
+
+def sft_trajectories(video_path: Path, audio_path: Path) -> list[Any]:
+    """Two right answers replayed on the shared test media: an mcq on the video, a count on the audio."""
+    return [
+        replay_episode(video_path, SFT_VIDEO_TEXTS, question="Which tone plays first?", task_type="mcq",
+                       choices=["500 Hz", "1000 Hz", "2000 Hz"], answer="B"),
+        replay_episode(audio_path, SFT_AUDIO_TEXTS, question="How many tone bursts?", task_type="num", answer=2.0),
+    ]  # fmt: skip
+
+
+def teacher_trajectories(out: Path) -> list[Any]:
+    """The perceiving teacher (``synth_teacher``, seeds 0 and 1) on every task of one 40 s synthetic video with
+    sound, generated in ``out``: its Observations describe each percept exactly."""
+    from envs.env import OmniVideoEnv
+    from envs.synth import generate_benchmark
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    tasks = generate_benchmark(out, seed=3, n_videos=1, durations=[40], config={"max_tasks_per_template": 1})
+    env = OmniVideoEnv()
+    trajs = [
+        run_episode(env, make_policy("synth_teacher", seed=seed), task.env_options(8))
+        for task in tasks
+        for seed in (0, 1)
+    ]
+    env.close()
+    return trajs
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Where the user-facing commands live: the README, the docs, and each recipe's README and study scripts.
+DOC_GLOBS = ("README.md", "docs/**/*.md", "recipes/**/*.md", "recipes/**/*.sh")
+
+
+def user_docs(root: Path = REPO_ROOT) -> str:
+    """The text of every user-facing document (:data:`DOC_GLOBS`), one after the other, for tests that check the
+    commands and lists they hold; each file ends with a blank line so paragraphs never run across files."""
+    files = sorted({p for pattern in DOC_GLOBS for p in root.glob(pattern) if p.is_file()})
+    return "".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n\n" for p in files)

@@ -1,6 +1,6 @@
 """What a served percept shows in the synthetic world (:mod:`envs.synth`), and the small controlled
 language in which the perceiving teacher (:mod:`omniagent.backends.teacher`) writes it down and the
-offline auditor (:mod:`rl.audit_rules`) reads it back.
+offline auditor (:mod:`rl.synthesis.audit_rules`) reads it back.
 
 The truth comes from the benchmark's sidecar (``<media>.meta.json``: config and timeline), evaluated
 at the times the environment actually served. One Observation is a run of sentences::
@@ -222,9 +222,8 @@ def describe(world: SynthWorld, percept: Percept, per_frame: bool = False) -> st
     Frames are written one sentence per run of alike frames, or with ``per_frame`` one sentence per
     frame a ``get_frames`` look served, in the order served (a clip's 2 fps frames stay grouped, or
     its turn would outgrow the generation limit). Per frame, writing a sentence is copying one frame
-    label and reading the image after it, the task single-frame captions teach
-    (rl/frame_captions.py); by runs, the writer must also find where runs start and end and count
-    them (README, the tiny agent: what each does to the agent)."""
+    label and reading the image after it, the task single-frame captions teach; by runs, the writer must
+    also find where runs start and end and count them."""
     if percept.kind == "none":
         return "none"
     if percept.kind == "error":

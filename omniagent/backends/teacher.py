@@ -19,7 +19,7 @@ learns the recovery, not the mistake.
 
 Every synthetic template is solvable by perception. ``ff`` answers (screen and spoken words) are
 found by perception too, but only a judge can score them; they are one word by construction, so
-synthesis with the rule-based auditor (:mod:`rl.audit_rules`) scores them by exact match.
+synthesis with the rule-based auditor (:mod:`rl.synthesis.audit_rules`) scores them by exact match.
 """
 
 from __future__ import annotations

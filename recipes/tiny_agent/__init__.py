@@ -1,0 +1,1 @@
+"""The tiny agent's recipe (``python -m recipes.tiny_agent``) and its probes."""

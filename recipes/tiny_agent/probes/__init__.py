@@ -1,0 +1,1 @@
+"""Probes of the tiny agent: reading, media dependence, Observation accuracy, turn labels."""

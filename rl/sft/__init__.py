@@ -1,0 +1,1 @@
+"""Agentic SFT: per-turn export, the dataset verl loads, the training step, and the resumable CPU loop."""

@@ -1,0 +1,1 @@
+"""Teacher-trajectory synthesis for agentic SFT: the pipeline, its quality-control filters and auditors."""

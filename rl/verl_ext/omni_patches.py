@@ -1,0 +1,262 @@
+"""Qwen2.5-Omni support for verl 0.9.1, loaded by verl as ``actor_rollout_ref.model.external_lib`` (verl itself
+is not forked or edited). Importing this module patches verl: import it from training code only.
+
+What verl 0.9.1 lacks for Qwen2.5-Omni, and what this module does about it:
+
+1. **Processor acceptance.** ``verl.utils.tokenizer.hf_processor`` binds ``get_rope_index`` only for a fixed list
+   of processor classes; for ``Qwen2_5OmniProcessor`` it raises inside a ``try``, warns, and returns ``None``, so
+   every multimodal path silently degrades to text. :func:`omni_hf_processor` replaces it (in every module that
+   holds a reference: ``verl.utils``, ``verl.utils.tokenizer``, ``verl.utils.tokenizer.tokenizer`` and
+   ``verl.workers.config.model``, which calls it from ``HFModelConfig.__post_init__``). For a Qwen2.5-Omni
+   checkpoint (``model_type`` ``qwen2_5_omni`` or ``qwen2_5_omni_thinker``) it loads the processor and attaches
+   the pieces below; for anything else it defers to verl's original function unchanged.
+2. **Rope indices.** verl's agent loop computes ``position_ids`` with ``processor.get_rope_index(input_ids=...,
+   attention_mask=..., image_grid_thw=..., video_grid_thw=..., **processor.get_rope_index_kwargs(mm_inputs))``
+   (``AgentLoopWorker._compute_position_ids``; the ``get_rope_index_kwargs`` hook exists in 0.9.1).
+   :class:`OmniRopeIndex` runs the thinker's own ``get_rope_index`` on the thinker config, and
+   :func:`rope_index_kwargs` supplies what Qwen2.5-Omni needs beyond the grids: ``audio_seqlens`` (from
+   ``feature_attention_mask``) and ``second_per_grids`` (from ``video_second_per_grid``). The processor output
+   does not carry ``use_audio_in_video``, so it is read off the token ids: a ``<|vision_bos|>`` followed by
+   ``<|audio_bos|>`` is an interleaved clip (that is exactly the block the processor writes for it).
+3. **Audio features in batches.** The Omni processor returns ``input_features`` (n, 128, frames) and
+   ``feature_attention_mask`` (n, frames); verl keeps them in each row's ``multi_modal_inputs`` and its collation
+   (``verl.utils.model.extract_multi_modal_inputs``) already pads both on the last axis and concatenates them
+   (they are in ``_VARLEN_MULTI_MODAL_KEYS``). :func:`install` checks that this is still so and adds the keys if
+   a verl release drops them. ``video_second_per_grid`` is one value per video and concatenates as is.
+4. **Never sampling media tokens.** verl's vLLM server masks the image/video placeholders out of the sampler
+   (``get_vision_placeholder_token_ids``); :func:`omni_banned_token_ids` adds ``<|AUDIO|>`` and the
+   ``<|vision_bos|>``/``<|audio_bos|>``/... boundaries (:func:`rl.verl_ext.media_tokens.omni_media_token_ids`), any of
+   which in a response breaks the training forward. The processor also gets the integer
+   ``image/video/audio_token_id`` attributes verl reads.
+
+vLLM serving the thinker-only checkpoint is not done here but by the ``vllm.general_plugins`` entry point
+(:mod:`rl.verl_ext.vllm_plugin`), which vLLM runs in each of its processes.
+
+Loading: ``actor_rollout_ref.model.external_lib: rl.verl_ext.omni_patches`` (conf/rl/taura.yaml). ``HFModelConfig.__post_init__``
+imports it right before it builds the processor, in every process that builds a model config: trainer,
+agent-loop workers, rollout servers, actor workers. Importing this module also imports :mod:`rl.verl_ext.agent_loop`,
+which registers the ``omniagent`` agent loop in that process (verl resolves ``agent_name`` in the agent-loop
+worker's registry).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import warnings
+from typing import Any
+
+import torch
+
+from rl.verl_ext.media_tokens import omni_media_token_ids
+
+logger = logging.getLogger(__name__)
+
+OMNI_MODEL_TYPES = ("qwen2_5_omni", "qwen2_5_omni_thinker")
+# Modules that hold their own reference to verl's hf_processor (``from ... import hf_processor``).
+HF_PROCESSOR_HOLDERS = (
+    "verl.utils.tokenizer.tokenizer",
+    "verl.utils.tokenizer",
+    "verl.utils",
+    "verl.workers.config.model",
+)
+AUDIO_FEATURE_KEYS = ("input_features", "feature_attention_mask")
+# verl's "never sample these" list, and the modules that import it by name (the vLLM server)
+BANNED_IDS_MODULE = "verl.workers.rollout.utils"
+BANNED_IDS_HOLDERS = (BANNED_IDS_MODULE, "verl.workers.rollout.vllm_rollout.vllm_async_server")
+
+_original_hf_processor: Any = None
+_original_banned_ids: Any = None
+_installed = False
+
+
+# ------------------------------------------------------------------ rope indices
+
+
+def thinker_config_of(config: Any) -> Any:
+    """The thinker's config: ``config.thinker_config`` of a full Qwen2.5-Omni config, else the config itself."""
+    return getattr(config, "thinker_config", None) or config
+
+
+def audio_in_video_from_ids(input_ids: torch.Tensor, config: Any) -> bool:
+    """Whether the ids hold an interleaved audio-in-video block (``<|vision_bos|><|audio_bos|>``)."""
+    ids = torch.as_tensor(input_ids)
+    if ids.dim() == 1:
+        ids = ids.unsqueeze(0)
+    if ids.shape[-1] < 2:
+        return False
+    follows = (ids[..., :-1] == config.vision_start_token_id) & (ids[..., 1:] == config.audio_start_token_id)
+    return bool(follows.any())
+
+
+def _thinker_base() -> Any:
+    from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
+        Qwen2_5OmniPreTrainedModelForConditionalGeneration,
+    )
+
+    return Qwen2_5OmniPreTrainedModelForConditionalGeneration
+
+
+class OmniRopeIndex:
+    """``processor.get_rope_index``: the Qwen2.5-Omni thinker's ``get_rope_index`` without the model.
+
+    Accepts verl's keyword call (``input_ids``, ``attention_mask``, grids, plus the hook's kwargs) and returns
+    ``(position_ids (3, batch, seq), mrope_position_deltas)`` exactly as the thinker computes them inside
+    ``forward``. ``use_audio_in_video=None`` means: infer it from the ids. Picklable (Ray may ship it).
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = thinker_config_of(config)
+        self.spatial_merge_size = self.config.vision_config.spatial_merge_size
+
+    # the thinker's get_rope_index calls these two on ``self``
+    def get_llm_pos_ids_for_vision(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return _thinker_base().get_llm_pos_ids_for_vision(self, *args, **kwargs)
+
+    def get_chunked_index(self, *args: Any, **kwargs: Any) -> list[tuple[int, int]]:
+        return _thinker_base().get_chunked_index(self, *args, **kwargs)
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        image_grid_thw: torch.Tensor | None = None,
+        video_grid_thw: torch.Tensor | None = None,
+        use_audio_in_video: bool | None = None,
+        audio_seqlens: torch.Tensor | None = None,
+        second_per_grids: torch.Tensor | None = None,
+        **_ignored: Any,  # e.g. mm_token_type_ids, which Qwen2.5-Omni does not use
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if use_audio_in_video is None:
+            use_audio_in_video = input_ids is not None and audio_in_video_from_ids(input_ids, self.config)
+        if attention_mask is None and input_ids is not None:
+            attention_mask = torch.ones_like(input_ids)
+        return _thinker_base().get_rope_index(
+            self,
+            input_ids,
+            image_grid_thw,
+            video_grid_thw,
+            attention_mask,
+            bool(use_audio_in_video),
+            audio_seqlens,
+            second_per_grids,
+        )
+
+
+def rope_index_kwargs(multi_modal_inputs: dict[str, Any]) -> dict[str, Any]:
+    """``processor.get_rope_index_kwargs``: the Qwen2.5-Omni inputs of ``get_rope_index`` beyond the grids."""
+    out: dict[str, Any] = {}
+    mask = multi_modal_inputs.get("feature_attention_mask")
+    if mask is not None:
+        out["audio_seqlens"] = torch.as_tensor(mask).sum(-1)
+    seconds = multi_modal_inputs.get("video_second_per_grid")
+    if seconds is not None:
+        out["second_per_grids"] = torch.as_tensor(seconds)
+    return out
+
+
+def attach_omni_support(processor: Any, config: Any) -> Any:
+    """Give a Qwen2.5-Omni processor what verl's agent loop, rollout servers and trainer look for; returns it."""
+    thinker = thinker_config_of(config)
+    processor.config = thinker
+    processor.get_rope_index = OmniRopeIndex(thinker)
+    processor.get_rope_index_kwargs = rope_index_kwargs
+    tokenizer = processor.tokenizer
+    for name in (
+        "image",
+        "video",
+        "audio",
+    ):  # verl reads <name>_token_id (vLLM server's dedup, banned tokens)
+        if getattr(processor, f"{name}_token_id", None) is None:
+            setattr(
+                processor,
+                f"{name}_token_id",
+                tokenizer.convert_tokens_to_ids(getattr(processor, f"{name}_token")),
+            )
+    return processor
+
+
+# ------------------------------------------------------------------ processor acceptance
+
+
+def is_omni_checkpoint(name_or_path: str, trust_remote_code: bool = False) -> bool:
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    except Exception:  # not a local / reachable checkpoint: let verl's own function report it
+        return False
+    return getattr(config, "model_type", None) in OMNI_MODEL_TYPES
+
+
+def omni_hf_processor(name_or_path: str, **kwargs: Any) -> Any:
+    """verl's ``hf_processor`` that also accepts Qwen2.5-Omni checkpoints (others go to the original)."""
+    trust = bool(kwargs.get("trust_remote_code", False))
+    if not is_omni_checkpoint(name_or_path, trust_remote_code=trust):
+        original = _original_hf_processor or _verl_hf_processor()
+        return original(name_or_path, **kwargs)
+    from transformers import AutoConfig, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(name_or_path, **kwargs)
+    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust)
+    return attach_omni_support(processor, config)
+
+
+def _verl_hf_processor() -> Any:
+    return importlib.import_module("verl.utils.tokenizer.tokenizer").hf_processor
+
+
+# ------------------------------------------------------------------ install
+
+
+def omni_banned_token_ids(processor: Any) -> list[int]:
+    """verl's ``get_vision_placeholder_token_ids`` (tokens the rollout server must never sample) plus, for
+    Qwen2.5-Omni, the audio placeholder and the media boundary tokens (:func:`omni_media_token_ids`)."""
+    original = (
+        _original_banned_ids or importlib.import_module(BANNED_IDS_MODULE).get_vision_placeholder_token_ids
+    )
+    return sorted(set(original(processor)) | set(omni_media_token_ids(processor)))
+
+
+def _ensure_audio_collation() -> None:
+    model_utils = importlib.import_module("verl.utils.model")
+    keys = getattr(model_utils, "_VARLEN_MULTI_MODAL_KEYS", None)
+    if keys is None:
+        warnings.warn(
+            "verl.utils.model has no _VARLEN_MULTI_MODAL_KEYS; audio features of different lengths may not collate",
+            stacklevel=2,
+        )
+        return
+    missing = [k for k in AUDIO_FEATURE_KEYS if k not in keys]
+    if missing:
+        model_utils._VARLEN_MULTI_MODAL_KEYS = set(keys) | set(missing)
+
+
+def install(register_agent_loop: bool = True) -> None:
+    """Patch verl for Qwen2.5-Omni (idempotent). Runs when verl imports this module as ``external_lib``."""
+    global _original_hf_processor, _original_banned_ids, _installed
+    if _installed:
+        return
+    tokenizer_module = importlib.import_module("verl.utils.tokenizer.tokenizer")
+    if _original_hf_processor is None:
+        _original_hf_processor = tokenizer_module.hf_processor
+    importlib.import_module("verl.workers.config.model")  # make sure its reference exists before patching
+    for name in HF_PROCESSOR_HOLDERS:
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "hf_processor"):
+            module.hf_processor = omni_hf_processor
+    rollout_utils = importlib.import_module(BANNED_IDS_MODULE)
+    if _original_banned_ids is None:
+        _original_banned_ids = rollout_utils.get_vision_placeholder_token_ids
+    for name in BANNED_IDS_HOLDERS:
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "get_vision_placeholder_token_ids"):
+            module.get_vision_placeholder_token_ids = omni_banned_token_ids
+    _ensure_audio_collation()
+    _installed = True
+    if register_agent_loop:
+        importlib.import_module("rl.verl_ext.agent_loop")  # @register("omniagent") in this process
+
+
+install()
