@@ -401,14 +401,16 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
 
 def test_every_readme_recipe_command_parses() -> None:
-    """The README's `python -m rl.tiny_recipe ...` commands name only flags and stages the recipe has
-    (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
+    """The `python -m recipes.tiny_agent ...` commands of the README, the docs and the study scripts name only flags
+    and stages the recipe has (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
     import shlex
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    from doc_texts import doc_text
+
+    text = doc_text(with_scripts=True)
     commands = []
     for line in text.replace("\\\n", " ").splitlines():
-        for part in line.split("python -m rl.tiny_recipe ")[1:]:
+        for part in line.split("python -m recipes.tiny_agent ")[1:]:
             for end in ("#", "&&", "|", "`", ";"):
                 part = part.split(end)[0]
             commands.append(shlex.split(part))
