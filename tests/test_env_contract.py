@@ -1,5 +1,5 @@
 """The environment's Gymnasium contract: misuse raises before anything changes, hostile output becomes
-an error percept, the info keys match their TypedDicts, error codes match the README, and an env
+an error percept, the info keys match their TypedDicts, error codes match docs/env-contract.md, and an env
 with a task source works under wrappers and ``gymnasium.vector``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
-from testkit import strict_json, user_docs
+from testkit import strict_json
 
 import envs
 from envs.contract import ResetInfo, StepInfo
@@ -201,14 +201,14 @@ def test_info_keys_follow_the_typed_dicts(env: OmniVideoEnv) -> None:
     assert set(StepInfo.__annotations__) == required | optional
 
 
-def test_readme_lists_exactly_the_error_codes() -> None:
-    readme = user_docs()  # README.md, docs/, recipes' READMEs
-    start = readme.index("**Clamp or reject.**")
-    paragraph = readme[start : readme.index("\n\n", start)]
+def test_the_docs_list_exactly_the_error_codes() -> None:
+    page = (ROOT / "docs" / "env-contract.md").read_text(encoding="utf-8")
+    start = page.index("**Clamp or reject.**")
+    paragraph = page[start : page.index("\n\n", start)]
     listed = {c for c in re.findall(r"`([^`]+)`", paragraph) if re.fullmatch(r"[a-z]+(?:_[a-z0-9]+)+", c)}
     enum = {c.value for c in ErrorCode}
-    assert listed - enum == set(), "README lists codes the enum lacks"
-    assert enum - listed == set(), "ErrorCode has codes the README does not list"
+    assert listed - enum == set(), "docs/env-contract.md lists codes the enum lacks"
+    assert enum - listed == set(), "ErrorCode has codes docs/env-contract.md does not list"
 
 
 def test_every_code_literal_in_envs_is_an_error_code() -> None:

@@ -1,4 +1,4 @@
-"""A user's first evaluation: the README's scripts/eval.py commands compose (no hydra struct error)
+"""A user's first evaluation: the scripts/eval.py commands of the README and docs compose (no hydra struct error)
 and building the synthetic media shows a progress bar instead of a silent minute."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from testkit import user_docs
+from doc_texts import doc_text
 
 from envs.synth import generate_benchmark
 from omniagent.datasets import load_dataset
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_eval_commands() -> list[list[str]]:
-    """Every ``python scripts/eval.py ...`` line of the README, docs and recipes (continuation lines joined)."""
-    text = user_docs().replace("\\\n", " ")
+    """Every ``python scripts/eval.py ...`` line of the README and the docs (continuation lines joined)."""
+    text = doc_text().replace("\\\n", " ")
     commands = []
     for line in text.splitlines():
         m = re.match(r"\s*python scripts/eval\.py(.*)$", line)

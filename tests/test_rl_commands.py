@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
-from testkit import user_docs
+from doc_texts import doc_text
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def test_readme_rl_commands_run_from_another_folder(tmp_path: Path) -> None:
 def test_every_documented_module_and_script_exists() -> None:
     """``python -m <module>`` and ``python <script>.py`` of ours, wherever the README, docs or a recipe's README
     name them, are there under that name (a module moved without its docs fails here)."""
-    text = user_docs()
+    text = doc_text(with_scripts=True)
     modules = set(re.findall(r"python3? -m ((?:rl|recipes|omniagent|envs|scripts)(?:\.\w+)*)", text))
     scripts = set(re.findall(r"python3? ((?:rl|scripts|recipes)/[\w/]+\.py)", text))
     assert "recipes.tiny_agent" in modules and "rl/train_taura.py" in scripts  # the scan sees the docs

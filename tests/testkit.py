@@ -119,14 +119,3 @@ def teacher_trajectories(out: Path) -> list[Any]:
     env.close()
     return trajs
 
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# Where the user-facing commands live: the README, the docs, and each recipe's README and study scripts.
-DOC_GLOBS = ("README.md", "docs/**/*.md", "recipes/**/*.md", "recipes/**/*.sh")
-
-
-def user_docs(root: Path = REPO_ROOT) -> str:
-    """The text of every user-facing document (:data:`DOC_GLOBS`), one after the other, for tests that check the
-    commands and lists they hold; each file ends with a blank line so paragraphs never run across files."""
-    files = sorted({p for pattern in DOC_GLOBS for p in root.glob(pattern) if p.is_file()})
-    return "".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n\n" for p in files)

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from testkit import user_docs
 
 from recipes.tiny_agent.model import mrope_section
 from recipes.tiny_agent.recipe import (
@@ -402,11 +401,13 @@ def test_minutes_sized_recipe_trains_and_the_folder_plays(tmp_path: Path) -> Non
 
 
 def test_every_readme_recipe_command_parses() -> None:
-    """The docs' `python -m recipes.tiny_agent ...` commands name only flags and stages the recipe has
-    (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
+    """The `python -m recipes.tiny_agent ...` commands of the README, the docs and the study scripts name only flags
+    and stages the recipe has (continuation lines joined; each command ends at `&&`, `|`, `;`, a backtick or a comment)."""
     import shlex
 
-    text = user_docs()  # README.md, docs/, the recipe's README and study scripts
+    from doc_texts import doc_text
+
+    text = doc_text(with_scripts=True)
     commands = []
     for line in text.replace("\\\n", " ").splitlines():
         for part in line.split("python -m recipes.tiny_agent ")[1:]:
