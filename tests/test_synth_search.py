@@ -102,6 +102,7 @@ def test_level_builders_refuse_the_other_level() -> None:
         ({"event_kinds": ("digit",)}, "places its own events"),
         ({"duration": 30.0}, "duration >= 40"),
         ({"search_digit_seconds": (0.1, 1.0)}, "search_digit_seconds"),
+        ({"search_digit_seconds": (0.4, 1.0)}, "search_digit_seconds"),  # shorter than its beep
         ({"search_digit_seconds": (2.0, 1.0)}, "search_digit_seconds"),
         ({"search_digit_seconds": (2.0, 7.0)}, "search_digit_seconds"),
         ({"width": 161}, "even"),
@@ -142,6 +143,9 @@ def test_search_timeline_one_of_each_inside_its_field(seed: int) -> None:
     for ev in digits + tones:
         field = fields[ev.group]
         assert field.start < ev.start < ev.end < field.end, ev
+    for ev in tones:  # each beep sounds while its field's digit is shown
+        digit = next(d for d in digits if d.group == ev.group)
+        assert digit.start <= ev.start < ev.end <= digit.end + 1e-6, (ev, digit)
     for ev in digits:
         assert lo - 1e-6 <= ev.end - ev.start <= hi + 1e-6
         assert ev.attrs["end_frame"] - ev.attrs["start_frame"] == round((ev.end - ev.start) * cfg.fps)

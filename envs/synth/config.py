@@ -29,6 +29,7 @@ SEARCH_KINDS: tuple[str, ...] = ("digit", "tone")  # the only event kinds the se
 
 MIN_SLOT_SECONDS = 4.0
 SEARCH_MIN_SECONDS = 40.0  # search level: four colour fields of at least 6 s each
+SEARCH_TONE_SECONDS = 0.5  # search level: each beep's length (it sounds while its field's digit is shown)
 SEARCH_MAX_DIGIT_SHARE = 0.1  # search level: a digit fits inside the shortest colour field (0.15 x duration)
 SLOT_MARGIN = 0.5
 
@@ -141,9 +142,9 @@ class SynthConfig(BaseModel):
         if self.duration < SEARCH_MIN_SECONDS:
             raise ValueError(f"level 'search' needs duration >= {SEARCH_MIN_SECONDS} s (four colour fields)")
         lo, hi = self.search_digit_seconds
-        if not 1.0 / self.fps <= lo <= hi <= SEARCH_MAX_DIGIT_SHARE * self.duration:
+        if not max(1.0 / self.fps, SEARCH_TONE_SECONDS) <= lo <= hi <= SEARCH_MAX_DIGIT_SHARE * self.duration:
             raise ValueError(
-                "search_digit_seconds must be (min, max) with one frame <= min <= max <= "
+                f"search_digit_seconds must be (min, max) with max(one frame, {SEARCH_TONE_SECONDS} s) <= min <= max <= "
                 f"{SEARCH_MAX_DIGIT_SHARE} x duration (a digit fits inside its colour field)"
             )
         if round(self.duration * self.fps) > MAX_FRAME_INDEX:

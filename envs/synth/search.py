@@ -1,15 +1,15 @@
 """The ``search`` level: an RL testbed where the answer is hidden in the media and found only by looking.
 
-A video of this level is four large colour fields in a random order (``SEARCH_COLORS``, each once), and in
-each field one large digit shown for a few seconds (``SEARCH_DIGITS``, each once) and one pure tone
-(``SEARCH_PITCHES``, each once), at random times inside the field. Every question names a cue and asks for
+A video of this level is four large colour fields in a random order (``SEARCH_COLORS``, each once); in each
+field, at a random time, one large digit is shown for a few seconds (``SEARCH_DIGITS``, each once) and while it
+is shown one pure tone sounds (``SEARCH_PITCHES``, each once): one landmark per field, seen and heard. Every question names a cue and asks for
 what goes with it, so the answer cannot be read off the question and a look in the wrong place finds a wrong
 but plausible answer (another field's digit):
 
 - ``cue_digit_mcq``: "Which digit is shown on screen while the background is red?" (find the field, then
   the digit inside it);
-- ``cue_pitch_mcq``: "What is the pitch of the beep heard while the background is red?" (find the field by
-  its frames, then listen there);
+- ``cue_pitch_mcq``: "What is the pitch of the beep heard while the background is red?" (find the field and
+  its digit by their frames, then listen while the digit is shown);
 - ``pitch_color_mcq``: "What colour is the background when the 2000 Hz beep is heard?" (find the beep by
   listening, then look at a frame at its time).
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.synth.config import SynthConfig, _rng
+from envs.synth.config import SEARCH_TONE_SECONDS, SynthConfig, _rng
 from envs.synth.glyphs import text_bitmap
 from envs.synth.tasks import _TaskSet
 from envs.synth.timeline import Event, Segment, Timeline, _content_height, _snap, _stamp_frames
@@ -45,7 +45,6 @@ SEARCH_DIGITS: tuple[str, ...] = ("2", "4", "7", "9")  # glyphs of the 5x7 font 
 SEARCH_PITCHES: tuple[float, ...] = (500.0, 1000.0, 2000.0, 4000.0)  # an octave apart
 SEARCH_TEMPLATES: tuple[str, ...] = ("cue_digit_mcq", "cue_pitch_mcq", "pitch_color_mcq")
 FIELD_MIN_SHARE = 0.15  # every colour field lasts at least this share of the video
-TONE_SECONDS = 0.5
 DIGIT_MARGIN_SHARE = 0.025  # a digit keeps this share of the video away from its field's edges
 
 
@@ -102,9 +101,11 @@ def build_search_timeline(cfg: SynthConfig) -> Timeline:
                 {"text": digit, "scale": scale, "x": x, "y": y},
             )
         )
-        quarter = 0.25 * (seg.end - seg.start)
-        tone = round(float(rng.uniform(seg.start + quarter, seg.end - quarter - TONE_SECONDS)), 2)
-        events.append(Event("", "tone", tone, round(tone + TONE_SECONDS, 6), seg.index, {"freq": pitch}))
+        # the field's beep sounds while its digit is shown: one landmark per field, seen and heard
+        tone = round(float(rng.uniform(start, start + length - SEARCH_TONE_SECONDS)), 2)
+        events.append(
+            Event("", "tone", tone, round(tone + SEARCH_TONE_SECONDS, 6), seg.index, {"freq": pitch})
+        )
     events.sort(key=lambda e: (e.start, e.kind))
     for i, ev in enumerate(events):
         ev.id = f"e{i:04d}"
