@@ -116,9 +116,9 @@ def test_search_config_rejects(kwargs: dict, match: str) -> None:
 
 def test_search_config_is_recorded_and_hashed() -> None:
     dumped = SEARCH.model_dump(mode="json")
-    assert dumped["level"] == "search" and dumped["search_digit_seconds"] == [2.0, 3.0]
+    assert dumped["level"] == "search" and dumped["search_digit_seconds"] == [1.0, 2.0]
     assert SynthConfig.model_validate(dumped) == SEARCH
-    other = SEARCH.model_copy(update={"search_digit_seconds": (1.0, 2.0)})
+    other = SEARCH.model_copy(update={"search_digit_seconds": (2.0, 3.0)})
     assert config_hash(SEARCH) != config_hash(other)
     assert config_hash(SEARCH) != config_hash(SynthConfig(seed=3, duration=60.0))
 

@@ -94,7 +94,7 @@ class SynthConfig(BaseModel):
         "testbed level of envs/synth/search.py (colour fields, large digits, pure tones; answers balanced)",
     )
     search_digit_seconds: tuple[float, float] = Field(
-        (2.0, 3.0), description="search level: how long each digit stays on screen, (min, max) seconds"
+        (1.0, 2.0), description="search level: how long each digit stays on screen, (min, max) seconds"
     )
 
     @model_serializer(mode="wrap")
