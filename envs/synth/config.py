@@ -84,7 +84,11 @@ class SynthConfig(BaseModel):
     speech: bool = Field(True, description="speak words with espeak-ng when it is installed")
     crf: int = Field(23, ge=0, le=51)
     preset: str = "veryfast"
-    gop: int | None = Field(None, ge=1, description="keyframe interval in frames; default 2 s")
+    gop: int | None = Field(
+        None,
+        ge=1,
+        description="keyframe interval in frames; default 2 s (search level: 1, every frame served exactly)",
+    )
     threads: int = Field(2, ge=1, le=64)
     encoder: Literal["auto", "ffmpeg", "pyav"] = "auto"
     max_tasks_per_template: int = Field(3, ge=1)
@@ -170,6 +174,14 @@ class SynthConfig(BaseModel):
             return self.n_events
         wanted = max(len(self.kinds), int(self.duration // 10))
         return max(1, min(wanted, int(self.duration // MIN_SLOT_SECONDS)))
+
+    @property
+    def keyframe_interval(self) -> int:
+        """Frames between keyframes: ``gop``, else 2 s of frames, or 1 on the search level (a reader that snaps
+        a wide look to nearby keyframes would otherwise never serve a digit shown between them)."""
+        if self.gop is not None:
+            return self.gop
+        return 1 if self.level == "search" else 2 * self.fps
 
     @property
     def n_frames(self) -> int:
