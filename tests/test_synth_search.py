@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 import envs.synth.generate as generate_module
 from envs import synth
+from envs.media import open_media
 from envs.synth import (
     SEARCH_COLORS,
     SEARCH_DIGITS,
@@ -304,3 +305,15 @@ def test_cli_search_level(tmp_path: Path) -> None:
     assert meta["config"]["level"] == "search"
     again = generate_benchmark(tmp_path, seed=4, n_videos=2, durations=[40.0], config={"level": "search"})
     assert [t.id for t in again] == [t.id for t in tasks]  # cached, same tasks
+
+
+def test_search_video_serves_every_frame_exactly(search_video: tuple) -> None:
+    """Every frame is a keyframe, so a wide look gets the frames it asks for (to a frame), not keyframes up
+    to a second away (a digit shown for a second between two keyframes would otherwise never be served)."""
+    result = search_video[0]
+    assert SynthConfig(duration=60.0, level="search").keyframe_interval == 1
+    assert SynthConfig(duration=60.0).keyframe_interval == 10  # the benchmark's 2 s at 5 fps, as before
+    with open_media(str(result.media)) as src:
+        served = [round(f.time, 2) for f in src.frames(1.2, 36.6, 8)]
+    wanted = np.linspace(1.2, 36.6, 8)  # 5 s apart: a reader snaps such a look to keyframes up to 2.5 s away
+    assert len(served) == 8 and np.abs(np.array(served) - wanted).max() <= 0.2 + 1e-6  # at most one frame off
