@@ -61,15 +61,24 @@ from envs.synth.config import (
     VIDEO_KINDS,
     VISUAL_ONLY_KINDS,
     EventKind,
+    Level,
     SynthConfig,
 )
 from envs.synth.encode import FRAME_CHUNK
 from envs.synth.generate import SynthResult, config_hash, generate_benchmark, synthesize, video_seed
 from envs.synth.glyphs import FONT, shape_mask, text_bitmap
+from envs.synth.levels import build_timeline, make_tasks
 from envs.synth.render import AUDIO_BLOCK_SECONDS, render_audio, render_frames
+from envs.synth.search import (
+    SEARCH_COLORS,
+    SEARCH_DIGITS,
+    SEARCH_PITCHES,
+    SEARCH_TEMPLATES,
+    build_search_timeline,
+    make_search_tasks,
+)
 from envs.synth.speech import speech_backend
-from envs.synth.tasks import make_tasks
-from envs.synth.timeline import Event, Segment, Timeline, build_timeline
+from envs.synth.timeline import Event, Segment, Timeline
 
 __all__ = [
     "AUDIO_BLOCK_SECONDS",
@@ -79,6 +88,7 @@ __all__ = [
     "FONT",
     "FRAME_CHUNK",
     "GENERATOR_VERSION",
+    "Level",
     "HUM_FREQS",
     "MAX_DISTINCT_SPOKEN",
     "MAX_FRAME_INDEX",
@@ -86,6 +96,10 @@ __all__ = [
     "MIN_VIDEO_WIDTH",
     "NEEDS_AUDIO_KINDS",
     "SCREEN_WORDS",
+    "SEARCH_COLORS",
+    "SEARCH_DIGITS",
+    "SEARCH_PITCHES",
+    "SEARCH_TEMPLATES",
     "SHAPES",
     "SHAPE_COLORS",
     "SLOT_MARGIN",
@@ -102,12 +116,14 @@ __all__ = [
     "SynthResult",
     "Timeline",
     "barcode_height",
+    "build_search_timeline",
     "build_timeline",
     "config_hash",
     "decode_frame_index",
     "draw_frame_index",
     "generate_benchmark",
     "main",
+    "make_search_tasks",
     "make_tasks",
     "render_audio",
     "render_frames",

@@ -25,6 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-audio", action="store_true", help="video without a soundtrack")
     parser.add_argument("--audio-format", choices=["wav", "flac", "mp3"], default="wav")
     parser.add_argument("--n-events", type=int, default=None)
+    parser.add_argument(
+        "--level",
+        choices=["benchmark", "search"],
+        default="benchmark",
+        help="benchmark: every event kind and template; search: the RL testbed level (envs/synth/search.py)",
+    )
     parser.add_argument("--split", default="test")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
@@ -37,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         "audio_format": args.audio_format,
         "n_events": args.n_events,
     }
+    if args.level != "benchmark":
+        config["level"] = args.level
     t0 = time.perf_counter()
     tasks = generate_benchmark(
         args.out,

@@ -3,10 +3,17 @@ random streams."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from envs.synth.barcode import MAX_FRAME_INDEX, MIN_VIDEO_WIDTH
 
@@ -18,8 +25,12 @@ VIDEO_KINDS: tuple[str, ...] = ("shape", "digit", "word", "flash", "static", "to
 AUDIO_KINDS: tuple[str, ...] = ("tone", "speech", "static")
 VISUAL_ONLY_KINDS = frozenset({"shape", "digit", "word", "flash"})
 NEEDS_AUDIO_KINDS = frozenset({"tone", "speech", "beep_shape"})
+SEARCH_KINDS: tuple[str, ...] = ("digit", "tone")  # the only event kinds the search level places
 
 MIN_SLOT_SECONDS = 4.0
+SEARCH_MIN_SECONDS = 40.0  # search level: four colour fields of at least 6 s each
+SEARCH_TONE_SECONDS = 0.5  # search level: each beep's length (it sounds while its field's digit is shown)
+SEARCH_MAX_DIGIT_SHARE = 0.1  # search level: a digit fits inside the shortest colour field (0.15 x duration)
 SLOT_MARGIN = 0.5
 
 SHAPE_COLORS: dict[str, tuple[int, int, int]] = {
@@ -47,6 +58,11 @@ SPOKEN_WORDS = (
 )  # fmt: skip
 MAX_DISTINCT_SPOKEN = 16
 
+Level = Literal["benchmark", "search"]
+# Settings that only the ``search`` level reads (envs/synth/search.py). A ``benchmark`` config leaves them and
+# ``level`` out of its dump, so its sidecars and config hash are those of the generator before levels existed.
+SEARCH_FIELDS = ("level", "search_digit_seconds")
+
 
 class SynthConfig(BaseModel):
     """Everything that determines one synthetic media file and its tasks (with the seed)."""
@@ -68,15 +84,37 @@ class SynthConfig(BaseModel):
     speech: bool = Field(True, description="speak words with espeak-ng when it is installed")
     crf: int = Field(23, ge=0, le=51)
     preset: str = "veryfast"
-    gop: int | None = Field(None, ge=1, description="keyframe interval in frames; default 2 s")
+    gop: int | None = Field(
+        None,
+        ge=1,
+        description="keyframe interval in frames; default 2 s (search level: 1, every frame served exactly)",
+    )
     threads: int = Field(2, ge=1, le=64)
     encoder: Literal["auto", "ffmpeg", "pyav"] = "auto"
     max_tasks_per_template: int = Field(3, ge=1)
+    level: Level = Field(
+        "benchmark",
+        description="benchmark: the synthetic benchmark (every event kind and template); search: the RL "
+        "testbed level of envs/synth/search.py (colour fields, large digits, pure tones; answers balanced)",
+    )
+    search_digit_seconds: tuple[float, float] = Field(
+        (1.0, 2.0), description="search level: how long each digit stays on screen, (min, max) seconds"
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        if self.level == "benchmark":
+            for key in SEARCH_FIELDS:
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> SynthConfig:
         if self.width % 2 or self.height % 2:
             raise ValueError("width and height must be even (yuv420p)")
+        if self.level == "search":
+            return self._check_search()
         lo, hi = self.segment_seconds
         if not 1.0 <= lo <= hi:
             raise ValueError("segment_seconds must be (min, max) with 1 <= min <= max")
@@ -99,8 +137,28 @@ class SynthConfig(BaseModel):
             )
         return self
 
+    def _check_search(self) -> SynthConfig:
+        """The search level's own rules (its timeline has no slots, kinds or per-template caps)."""
+        if self.mode != "video" or not self.audio:
+            raise ValueError("level 'search' needs mode='video' with audio=True (its questions use both)")
+        if self.n_events is not None or self.event_kinds is not None:
+            raise ValueError("level 'search' places its own events: leave n_events and event_kinds unset")
+        if self.duration < SEARCH_MIN_SECONDS:
+            raise ValueError(f"level 'search' needs duration >= {SEARCH_MIN_SECONDS} s (four colour fields)")
+        lo, hi = self.search_digit_seconds
+        if not max(1.0 / self.fps, SEARCH_TONE_SECONDS) <= lo <= hi <= SEARCH_MAX_DIGIT_SHARE * self.duration:
+            raise ValueError(
+                f"search_digit_seconds must be (min, max) with max(one frame, {SEARCH_TONE_SECONDS} s) <= min <= max <= "
+                f"{SEARCH_MAX_DIGIT_SHARE} x duration (a digit fits inside its colour field)"
+            )
+        if round(self.duration * self.fps) > MAX_FRAME_INDEX:
+            raise ValueError("too many frames for the frame-index barcode")
+        return self
+
     @property
     def kinds(self) -> tuple[str, ...]:
+        if self.level == "search":
+            return SEARCH_KINDS
         if self.event_kinds is not None:
             return tuple(dict.fromkeys(self.event_kinds))
         if self.mode == "audio":
@@ -116,6 +174,14 @@ class SynthConfig(BaseModel):
             return self.n_events
         wanted = max(len(self.kinds), int(self.duration // 10))
         return max(1, min(wanted, int(self.duration // MIN_SLOT_SECONDS)))
+
+    @property
+    def keyframe_interval(self) -> int:
+        """Frames between keyframes: ``gop``, else 2 s of frames, or 1 on the search level (a reader that snaps
+        a wide look to nearby keyframes would otherwise never serve a digit shown between them)."""
+        if self.gop is not None:
+            return self.gop
+        return 1 if self.level == "search" else 2 * self.fps
 
     @property
     def n_frames(self) -> int:

@@ -87,7 +87,7 @@ def _run_ffmpeg(args: list[str], stdin_chunks: Any = None) -> None:
 
 def _encode_video_ffmpeg(timeline: Timeline, out: Path, wav: Path | None) -> None:
     cfg = timeline.config
-    gop = cfg.gop or 2 * cfg.fps
+    gop = cfg.keyframe_interval
     args = [
         "-f",
         "rawvideo",
@@ -129,7 +129,7 @@ def _encode_video_pyav(timeline: Timeline, out: Path) -> None:
     with av.open(str(out), "w", format="mp4") as container:
         vstream = container.add_stream("libx264", rate=cfg.fps)
         vstream.width, vstream.height, vstream.pix_fmt = cfg.width, cfg.height, "yuv420p"
-        gop = cfg.gop or 2 * cfg.fps
+        gop = cfg.keyframe_interval
         vstream.options = {"crf": str(cfg.crf), "preset": cfg.preset, "g": str(gop), "sc_threshold": "0"}
         vstream.codec_context.thread_count = cfg.threads
         astream = None

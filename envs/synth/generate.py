@@ -15,9 +15,9 @@ import numpy as np
 from envs.jsonl import write_atomic
 from envs.synth.config import GENERATOR_VERSION, SynthConfig
 from envs.synth.encode import _video_encoder, _write_media
+from envs.synth.levels import build_timeline, make_tasks
 from envs.synth.speech import _package_speech_backend
-from envs.synth.tasks import make_tasks
-from envs.synth.timeline import Timeline, build_timeline
+from envs.synth.timeline import Timeline
 from envs.tasks import Task, load_tasks_jsonl, save_tasks_jsonl
 
 
@@ -129,7 +129,8 @@ def generate_benchmark(
     for i in range(n_videos):
         dur = float(durations[i % len(durations)])
         cfg = SynthConfig.model_validate(base | {"seed": video_seed(seed, i), "duration": dur, "mode": mode})
-        stem = f"synth_{mode}_s{seed}_{i:03d}_{int(round(dur))}s"
+        kind = "search" if cfg.level == "search" else mode  # the level's files and task ids name it
+        stem = f"synth_{kind}_s{seed}_{i:03d}_{int(round(dur))}s"
         result = synthesize(cfg, out / f"{stem}.{cfg.extension}", id_prefix=stem, split=split, force=force)
         if verbose:
             state = "cached" if result.cached else "built"

@@ -348,10 +348,15 @@ _VISUAL_TEMPLATES: tuple[Callable[[_TaskSet], None], ...] = (
 _SOUND_TEMPLATES: tuple[Callable[[_TaskSet], None], ...] = (_static_tasks, _beep_tasks, _speech_tasks)
 
 
-def make_tasks(
+def make_benchmark_tasks(
     timeline: Timeline, media: str, id_prefix: str, split: str = "test", config_hash: str = ""
 ) -> list[Task]:
-    """Questions of every type the timeline supports, with answers and evidence by construction."""
+    """Questions of every type a ``benchmark``-level timeline supports, with answers and evidence by
+    construction; :func:`envs.synth.make_tasks` picks the templates of any level."""
+    if timeline.config.level != "benchmark":
+        raise ValueError(
+            f"make_benchmark_tasks needs a level='benchmark' timeline, got {timeline.config.level!r}"
+        )
     ts = _TaskSet(timeline, media, id_prefix, split, config_hash)
     templates = (*_VISUAL_TEMPLATES, *_SOUND_TEMPLATES) if ts.video else _SOUND_TEMPLATES
     for template in templates:

@@ -315,8 +315,11 @@ def _stamp_frames(events: list[Event], fps: int) -> None:
             ev.attrs["end_frame"] = int(round(ev.end * fps))
 
 
-def build_timeline(cfg: SynthConfig) -> Timeline:
-    """Place background segments and events for ``cfg`` (pure function of the config)."""
+def build_benchmark_timeline(cfg: SynthConfig) -> Timeline:
+    """Place background segments and events for a ``benchmark``-level ``cfg`` (pure function of the config);
+    :func:`envs.synth.build_timeline` picks the builder of any level."""
+    if cfg.level != "benchmark":
+        raise ValueError(f"build_benchmark_timeline needs level='benchmark', got {cfg.level!r}")
     backend = _package_speech_backend(cfg)
     placer = _Placer(cfg, backend)
     segments = _make_segments(cfg)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KIND_NAMES", "TEMPLATES", "Goal", "parse_goal"]
+__all__ = ["KIND_NAMES", "SEARCH_LEVEL_TEMPLATES", "TEMPLATES", "Goal", "parse_goal"]
 
 ORD = r"(\d+)(?:st|nd|rd|th)"
 SHAPE = r"(\w+ (?:square|circle|triangle))"
@@ -44,6 +44,28 @@ TEMPLATES: list[tuple[re.Pattern[str], str, str, str]] = [
     (re.compile(rf"Which word is spoken {AT}"), "spoken_word_ff", "local_audio", "speech"),
     (re.compile(r"Which of these words is spoken"), "spoken_word_mcq", "find_audio", "speech"),
 ]
+# the search level of envs/synth/search.py: a cue (a background colour, a beep's pitch) and what goes with it;
+# searched by omniagent/backends/teacher_search.py
+SEARCH_LEVEL_TEMPLATES: list[tuple[re.Pattern[str], str, str, str]] = [
+    (
+        re.compile(r"Which digit is shown on screen while the background is (\w+)"),
+        "cue_digit_mcq",
+        "cue_visual",
+        "digit",
+    ),
+    (
+        re.compile(r"pitch of the beep heard while the background is (\w+)"),
+        "cue_pitch_mcq",
+        "cue_audio",
+        "tone",
+    ),
+    (
+        re.compile(r"What colour is the background when the (\d+) Hz beep"),
+        "pitch_color_mcq",
+        "pitch_visual",
+        "tone",
+    ),
+]
 KIND_NAMES = {"digit": "a digit", "word": "a word", "flash": "a white flash", "static": "static noise"}
 KIND_NAMES |= {"tone": "a beep", "speech": "a spoken word"}
 # what each number or width question counts or measures, and in what unit (the teacher's unit_thought)
@@ -61,7 +83,7 @@ class Goal:
     """What the question asks for, read from its text (the only task knowledge the teacher uses)."""
 
     template: str
-    search: str  # local_visual|local_audio (at a named time), find_visual|find_audio|find_static, scene, ...
+    search: str  # local_visual|local_audio (named time), find_visual|find_audio|find_static, scene, cue_visual, ...
     kind: str = ""  # the item kind to look for
     value: str | None = None  # "red square", "apple"; None: any
     at: float | None = None  # "at about T s"
@@ -76,6 +98,10 @@ class Goal:
 
 
 def parse_goal(question: str) -> Goal:
+    for pattern, template, search, kind in SEARCH_LEVEL_TEMPLATES:
+        m = pattern.search(question)
+        if m:  # the cue is a value (a colour, a pitch), never a time the question names
+            return Goal(template, search, kind, value=m.group(1))
     for pattern, template, search, kind in TEMPLATES:
         m = pattern.search(question)
         if not m:

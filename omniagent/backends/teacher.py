@@ -36,9 +36,11 @@ from pydantic import Field
 from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
+from omniagent.backends import teacher_search
 from omniagent.backends.synth_goals import UNIT_NOTES, parse_goal
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
+from omniagent.backends.teacher_search import SEARCH_GOALS
 from omniagent.backends.teacher_style import Style
 from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
@@ -237,6 +239,8 @@ class SynthTeacherPolicy(Policy):
     def _plan(self) -> list[dict[str, Any]]:
         """The looks planned at reset (zooms and follow-ups are added as finds come in)."""
         g, st = self.goal, self.style
+        if g.search in SEARCH_GOALS:
+            return teacher_search.plan(self)
         if g.search in ("local_visual", "local_audio") and g.at is not None:
             if self.named_frame and g.search == "local_visual" and self.video:
                 return [self._frames(float(g.at), float(g.at), 1)]
@@ -277,6 +281,8 @@ class SynthTeacherPolicy(Policy):
     def _follow_ups(self) -> None:
         """Add zooms around new finds, widen a local look, look after the n-th beep."""
         g, st, mem = self.goal, self.style, self.memory
+        if g.search in SEARCH_GOALS:
+            return teacher_search.follow_ups(self)
         if g.search in ("local_visual", "local_audio"):
             if not self.queue and not self._local_done() and self.turn <= 2:
                 self.queue.append(self._local(st.half * 2.5 + 1.0))
@@ -304,6 +310,8 @@ class SynthTeacherPolicy(Policy):
     def _evidence_found(self) -> bool:
         """The search can stop before its plan is done: the named thing, or the n-th one, was found."""
         g, mem = self.goal, self.memory
+        if g.search in SEARCH_GOALS:
+            return teacher_search.evidence_found(self)
         if g.search in ("local_visual", "local_audio"):
             return self._local_done()
         if g.template == "shape_tr" and self.style.stop_at_first and mem.hits(g.kind, g.value):
@@ -355,6 +363,8 @@ class SynthTeacherPolicy(Policy):
         """The answer from the memory alone; a guess where the evidence was never observed."""
         g, mem, tmpl = self.goal, self.memory, self.goal.template
         self.option = None
+        if g.search in SEARCH_GOALS:
+            return self._letter(teacher_search.answer_value(self))
         if tmpl in ("digit_mcq", "screen_word_ff", "shape_width_size"):
             t = self._nearest(mem.hits(g.kind, g.value))
             item = self._frame_item(t, g.kind) if t is not None else None
@@ -414,6 +424,8 @@ class SynthTeacherPolicy(Policy):
     def _facts(self) -> str:
         """Observed facts about the target, with the times they were observed."""
         g, mem = self.goal, self.memory
+        if g.search in SEARCH_GOALS:
+            return teacher_search.facts(self)
         if g.search == "scene":
             return f"I have seen {len(mem.frames)} frames and {mem.background_changes()} background changes."
         if g.kind in ("tone", "speech") or (g.kind == "static" and mem.sounds):

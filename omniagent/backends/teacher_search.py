@@ -1,0 +1,224 @@
+"""How the perceiving teacher (``synth_teacher``) searches on the ``search`` level of :mod:`envs.synth`.
+
+The level's questions name a cue (a background colour, or a beep's pitch) and ask for what goes with it
+(the digit or the pitch in that colour's field, or the colour where the pitch sounds). The teacher finds
+the answer the way an agent should, from what it observed only:
+
+- ``cue_visual`` (which digit in the red field): one look over the whole file; the span the red field can
+  lie in, from the colours seen (between the last other-coloured frame before the first red one and the first
+  other-coloured frame after the last); frames spread over the widest unseen gaps of that span until a red
+  frame shows a digit;
+- ``cue_audio`` (the beep in the red field): the same, then the audio while that digit is shown (the level
+  sounds each field's beep while its digit is on screen);
+- ``pitch_visual`` (the colour where the 2000 Hz beep sounds): audio windows of the cap's length, overlapping
+  by 2 s, until that pitch is heard whole, then the one frame at the middle of the beep.
+
+Episodes differ through the teacher's random stream (how many frames the first look takes, how wide the
+margins of a search span are, the order of the audio windows), so best-of-N samples differ and a run out of
+turns answers with a guess. The functions take the :class:`~omniagent.backends.teacher.SynthTeacherPolicy`
+whose state they read and extend (its goal, memory, queue, limits, duration and random stream).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omniagent.backends.synth_world import Item
+
+# the teacher (omniagent.backends.teacher.SynthTeacherPolicy), typed loosely: that module imports this one
+SynthTeacherPolicy = Any
+
+SEARCH_GOALS = frozenset({"cue_visual", "cue_audio", "pitch_visual"})
+AUDIO_OVERLAP = 2.0  # seconds two audio windows share, so a beep cut at one edge is heard whole in the next
+DIGIT_MAX_S = 2.5  # a digit is on screen at most this long (the level's default 1-2 s, with room)
+
+
+def _grid(t: SynthTeacherPolicy, x: float) -> float:
+    """A time on the video's frame grid (what the environment serves), rounded as the teacher writes it."""
+    return round(round(x / t.step) * t.step, 2)
+
+
+def plan(t: SynthTeacherPolicy) -> list[dict[str, Any]]:
+    """The looks planned at reset: audio windows for a pitch, else one look over the whole file."""
+    if t.goal.search == "pitch_visual":
+        length = t.limits.max_audio_s
+        starts = [0.0]
+        while starts[-1] + length < t.duration:
+            starts.append(starts[-1] + length - AUDIO_OVERLAP)
+        if t.rng.random() < 0.3:  # some episodes listen from the end
+            starts.reverse()
+        return [t._audio(s, s + length) for s in starts]
+    num = t.limits.max_frames if t.rng.random() < 0.8 else max(4, t.limits.max_frames - 2)
+    return [t._frames(0.0, t.duration, num)]
+
+
+def _cue_times(t: SynthTeacherPolicy) -> tuple[list[float], list[float]]:
+    """Frame times seen in the cued colour, and the other frame times seen."""
+    color = t.goal.value
+    inside, other = [], []
+    for x, items in sorted(t.memory.frames.items()):
+        background = next((i.value for i in items if i.kind == "background"), None)
+        if background is None:
+            continue
+        (inside if background == color else other).append(x)
+    return inside, other
+
+
+def _cue_digit(t: SynthTeacherPolicy) -> list[float]:
+    """Times of frames that show a digit on the cued colour."""
+    hits = []
+    for x, items in sorted(t.memory.frames.items()):
+        kinds = {i.kind: i.value for i in items}
+        if kinds.get("background") == t.goal.value and "digit" in kinds:
+            hits.append(x)
+    return hits
+
+
+def _span(t: SynthTeacherPolicy) -> tuple[float, float]:
+    """Where the cued field can lie, from the colours seen so far (the whole file before any is seen)."""
+    inside, other = _cue_times(t)
+    if not inside:
+        return 0.0, t.duration
+    before = [x for x in other if x < inside[0]]
+    after = [x for x in other if x > inside[-1]]
+    return (before[-1] if before else 0.0), (after[0] if after else t.duration)
+
+
+OFFSETS = (0.5, 0.0, 0.25, 0.75, 0.125, 0.625, 0.375, 0.875)  # where in its bin a look's frames may fall
+
+
+def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
+    """Frames spread evenly over the span the cued field can lie in, one in each of ``max_frames`` equal bins,
+    at the offset in the bin whose frames fall farthest from the frames already seen in the span."""
+    lo, hi = _span(t)
+    num = t.limits.max_frames
+    width = (hi - lo) / num
+    seen = [x for x in t.memory.frames if lo <= x <= hi]
+
+    def novelty(offset: float) -> float:
+        times = [lo + (k + offset) * width for k in range(num)]
+        return sum(min([0.5 * width, *[abs(x - y) for y in seen]]) for x in times)
+
+    jitter = float(t.rng.uniform(-0.05, 0.05))
+    offset = max(OFFSETS, key=lambda o: (novelty(o + jitter), -OFFSETS.index(o))) + jitter
+    start, end = _grid(t, lo + offset * width), _grid(t, lo + (num - 1 + offset) * width)
+    if end - start < t.step:
+        return t._frames(start, start, 1)
+    return t._frames(max(0.0, start), min(t.duration, end), num)
+
+
+def follow_ups(t: SynthTeacherPolicy) -> None:
+    """The next look once the planned ones are done: search the cued field, listen at its digit, or look
+    at the heard beep."""
+    g = t.goal
+    if g.search == "pitch_visual":
+        beep = _pitch_heard(t)
+        if beep is not None and not _frames_during(t, beep) and not _queued(t, "get_frames"):
+            mid = _grid(t, 0.5 * (float(beep.start) + float(beep.end)))
+            t.queue = [t._frames(mid, mid, 1)]
+        return
+    digit = _cue_digit(t)
+    if digit:
+        if g.search == "cue_audio" and not _queued(t, "get_audio") and _cue_beep(t) is None:
+            part = next((s for s in t.memory.heard("tone") if not s.full and _near(s, digit)), None)
+            if part is not None:  # cut at a window's edge: listen again around it
+                t.queue = [
+                    t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
+                ]
+            else:  # the beep sounds while the digit is shown, and a digit is shown at most DIGIT_MAX_S
+                run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
+                t.queue = [t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S))]
+        return
+    if not t.queue:
+        t.queue.append(_span_look(t))
+
+
+def _queued(t: SynthTeacherPolicy, kind: str) -> bool:
+    return any(a["type"] == kind for a in t.queue)
+
+
+def _pitch_heard(t: SynthTeacherPolicy) -> Item | None:
+    """The beep of the question's pitch, heard whole."""
+    want = float(t.goal.value or "nan")
+    return next((s for s in t.memory.heard("tone", full_only=True) if float(s.value or "nan") == want), None)
+
+
+def _frames_during(t: SynthTeacherPolicy, beep: Item) -> list[float]:
+    return [x for x in t.memory.frames if float(beep.start) - t.step <= x <= float(beep.end) + t.step]
+
+
+def _near(sound: Item, digit: list[float]) -> bool:
+    """Whether a sound lies where the cued digit can be on screen (around the frames that showed it)."""
+    return digit[-1] - DIGIT_MAX_S <= float(sound.start) <= digit[0] + DIGIT_MAX_S
+
+
+def _cue_beep(t: SynthTeacherPolicy) -> Item | None:
+    """The beep heard, whole, while the cued field's digit can be on screen."""
+    digit = _cue_digit(t)
+    if not digit:
+        return None
+    return next((s for s in t.memory.heard("tone", full_only=True) if _near(s, digit)), None)
+
+
+def evidence_found(t: SynthTeacherPolicy) -> bool:
+    g = t.goal
+    if g.search == "cue_visual":
+        return bool(_cue_digit(t))
+    if g.search == "cue_audio":
+        return _cue_beep(t) is not None
+    beep = _pitch_heard(t)
+    return beep is not None and bool(_frames_during(t, beep))
+
+
+def answer_value(t: SynthTeacherPolicy) -> str | None:
+    """The option text the observations support (None: not observed, the answer is a guess)."""
+    g = t.goal
+    if g.search == "cue_visual":
+        digit = _cue_digit(t)
+        return (
+            next((i.value for i in t.memory.frames[digit[0]] if i.kind == "digit"), None) if digit else None
+        )
+    if g.search == "cue_audio":
+        beep = _cue_beep(t)
+        return f"{float(beep.value):g} Hz" if beep is not None else None
+    beep = _pitch_heard(t)
+    times = _frames_during(t, beep) if beep is not None else []
+    if not times:
+        return None
+    return next((i.value for i in t.memory.frames[times[0]] if i.kind == "background"), None)
+
+
+def facts(t: SynthTeacherPolicy) -> str:
+    """What has been observed about the cue and its answer, for the Thought: every fact stated with a time was
+    reported by an Observation at that time (what the offline auditor, rl/audit_rules.py, checks)."""
+    g = t.goal
+    if g.search == "pitch_visual":
+        beep = _pitch_heard(t)
+        if beep is None:
+            return f"No {g.value} Hz beep heard so far."
+        times = _frames_during(t, beep)
+        where = (
+            f" At {times[0]:.2f}s I saw {_article(answer_value(t))} {answer_value(t)} background."
+            if times
+            else ""
+        )
+        return f"The {g.value} Hz beep is at {float(beep.start):.2f}s-{float(beep.end):.2f}s.{where}"
+    inside, _ = _cue_times(t)
+    if not inside:
+        return f"No {g.value} background seen so far."
+    lo, hi = _span(t)
+    digit = _cue_digit(t)
+    seen = f" The digit {_digit_text(t)} is on it at {digit[0]:.2f}s." if digit else ""
+    beep = _cue_beep(t) if g.search == "cue_audio" else None
+    heard = f" While it is shown I heard {beep.phrase()}." if beep is not None else ""
+    # "field", not "background": the bounds are where other colours were seen, not sightings of this one
+    return f"The {g.value} field lies between {lo:.2f}s and {hi:.2f}s.{seen}{heard}"
+
+
+def _article(word: str | None) -> str:
+    return "an" if (word or "x")[0] in "aeiou" else "a"
+
+
+def _digit_text(t: SynthTeacherPolicy) -> str:
+    digit = _cue_digit(t)
+    return next((i.value for i in t.memory.frames[digit[0]] if i.kind == "digit"), "?") if digit else "?"
