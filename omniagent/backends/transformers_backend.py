@@ -243,8 +243,9 @@ class TransformersPolicy(Policy):
         self.video_kwargs = model_video_kwargs(self.processor, self.model.config)
         self.generation_config = self._generation_config()
         self.constrained, self.max_thinking_chars = p.constrained, p.max_thinking_chars
-        tiny = family_for_alias(p.model) is not None
-        self.max_text_chars = p.max_text_chars or (TINY_TEXT_CHARS if tiny else None)
+        if p.max_text_chars is None and family_for_alias(p.model) is not None:  # record what is used
+            p = self.params = p.model_copy(update={"max_text_chars": TINY_TEXT_CHARS})
+        self.max_text_chars = p.max_text_chars
         self.grammar: TurnGrammar | None = self._grammar() if p.constrained is True else None
         self._constraining = False  # whether the current episode decodes under the grammar
         torch.manual_seed(self.seed)
