@@ -189,6 +189,15 @@ def test_a_clip_carries_its_audio_in_the_order_of_the_models_positions(tiny) -> 
         build_model_inputs(messages, processor, video_kwargs={"position_id_per_seconds": 25})[0]
     )
     assert audio != [audio[0] + k for k in range(52)]  # the processor's order no longer matches the model's
+    # the family's rope-index class computes the same positions from the config alone (no model), as the
+    # training side's indexer does
+    owner = FAMILY.rope_index_class()
+    names = ("get_rope_index", "get_llm_pos_ids_for_vision", "get_chunked_index")
+    indexer = type("Indexer", (), {n: getattr(owner, n) for n in names})()
+    indexer.config, indexer.spatial_merge_size = model.config, model.config.vision_config.spatial_merge_size
+    args = (batch["input_ids"], None, batch["video_grid_thw"], batch["attention_mask"], True,
+            batch["feature_attention_mask"].sum(-1), batch["video_second_per_grid"])  # fmt: skip
+    assert torch.equal(indexer.get_rope_index(*args)[0], model.get_rope_index(*args)[0])
     with torch.inference_mode():
         assert model(**batch).logits.shape[:2] == batch["input_ids"].shape
 

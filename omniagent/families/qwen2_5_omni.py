@@ -86,6 +86,8 @@ FAMILY = ModelFamily(
         processor="Qwen2_5OmniProcessor",
         processor_module="transformers.models.qwen2_5_omni.processing_qwen2_5_omni",
         videos_kwargs="Qwen2_5_OmniVideosKwargs",
+        modeling_module="transformers.models.qwen2_5_omni.modeling_qwen2_5_omni",
+        rope_index="Qwen2_5OmniPreTrainedModelForConditionalGeneration",
     ),
     tokens=TOKENS,
     audio_output_tokens=audio_output_tokens,

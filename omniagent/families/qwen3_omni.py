@@ -95,6 +95,8 @@ FAMILY = ModelFamily(
         processor="Qwen3OmniMoeProcessor",
         processor_module="transformers.models.qwen3_omni_moe.processing_qwen3_omni_moe",
         videos_kwargs="Qwen3OmniMoeVideosKwargs",
+        modeling_module="transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe",
+        rope_index="Qwen3OmniMoePreTrainedModelForConditionalGeneration",
     ),
     tokens=TOKENS,
     audio_output_tokens=audio_output_tokens,

@@ -113,6 +113,8 @@ class Classes:
     processor: str
     processor_module: str  # where the processor's videos-kwargs class lives
     videos_kwargs: str  # the TypedDict whose keys the processor accepts in ``videos_kwargs``
+    modeling_module: str  # where the class owning ``get_rope_index`` lives
+    rope_index: str  # that class (its methods compute positions from a thinker config alone)
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,11 @@ class ModelFamily:
         import transformers
 
         return getattr(transformers, getattr(self.classes, which))
+
+    def rope_index_class(self) -> type:
+        """The class whose ``get_rope_index`` (with ``get_llm_pos_ids_for_vision``, ``get_chunked_index``)
+        computes multimodal positions; its methods need only ``config`` and ``spatial_merge_size``."""
+        return getattr(importlib.import_module(self.classes.modeling_module), self.classes.rope_index)
 
     def videos_kwargs_keys(self) -> set[str]:
         """Keys the installed processor accepts in ``videos_kwargs`` (empty when it is missing)."""
