@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import assert_well_formed
 
 from envs.jsonl import read_jsonl
 from envs.tasks import Task
@@ -15,21 +16,7 @@ from omniagent import run as cli
 from omniagent.trajectory import Trajectory
 
 pytestmark = pytest.mark.slow  # each test loads a model and plays whole episodes on a CPU
-SCHEMA_RULES_OUT = (
-    "format_",
-    "action_",
-    "time_out_of_range",
-    "num_invalid",
-    "no_",
-)  # what the schema rules out
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def well_formed(traj: Trajectory) -> None:
-    for rec in traj.turns:
-        assert not (rec.error or "").startswith(SCHEMA_RULES_OUT), (rec.error, rec.error_message)
-        assert rec.action_type is not None
-    assert traj.turns[-1].action_type == "answer"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +40,7 @@ def test_the_shipped_agent_with_default_flags_gives_well_formed_turns_and_an_ans
         assert cli.main(args) == 0
         traj = Trajectory.load_json(out)
         assert traj.stop_reason == "answered" and traj.meta["run"]["policy"]["constrained"] == "auto"
-        well_formed(traj)
+        assert_well_formed(traj)
 
 
 @pytest.mark.parametrize("model", ["tiny-random-qwen3-omni", "folder"])
@@ -68,7 +55,7 @@ def test_a_tiny_qwen3_omni_plays_a_constrained_episode(
     assert code == 0
     traj = Trajectory.load_json(out)
     assert traj.stop_reason == "answered" and traj.meta["run"]["policy"]["constrained"] is True
-    well_formed(traj)
+    assert_well_formed(traj)
     if model != "folder":
         assert "answers are noise" in capsys.readouterr().out
 
@@ -110,4 +97,4 @@ def test_eval_runs_a_qwen3_omni_folder(
     assert len(trajs) == 2
     for traj in trajs:
         assert traj.stop_reason == "answered"
-        well_formed(traj)
+        assert_well_formed(traj)
