@@ -38,7 +38,6 @@ from omniagent.families import (
     UnknownFamilyError,
     family_for_alias,
     family_for_model_type,
-    family_for_processor,
 )
 from omniagent.policy_base import (
     Policy,
@@ -110,8 +109,8 @@ def _resolve_dtype(dtype: str, device: str) -> Any:
     return getattr(torch, _DTYPES[dtype])
 
 
-def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
-    """Load an omni thinker and its processor from a local folder or the local Hub cache."""
+def _checkpoint_family(model: str) -> tuple[ModelFamily, str]:
+    """The family and ``model_type`` of a local folder or a Hub id in the local cache (no weights read)."""
     from transformers import AutoConfig
 
     from omniagent.checkpoint import check_checkpoint
@@ -141,9 +140,7 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
         raise ValueError(
             f"model {model!r}: {err}. Serve other models with vLLM and use `--backend openai --base-url ...`."
         ) from None
-    return _load_family_thinker(family, model, config.model_type, dtype), family.transformers_class(
-        "processor"
-    ).from_pretrained(model)
+    return family, config.model_type
 
 
 def _load_family_thinker(family: ModelFamily, model: str, model_type: str, dtype: Any) -> Any:
@@ -238,8 +235,6 @@ class TransformersPolicy(Policy):
 
         net, self.processor = self._load(p)
         self.model = net.to(device=self.device, dtype=self.dtype).eval()
-        self.family = family_for_processor(self.processor)
-        self.thinking = self._thinking_format(p)
         self.video_kwargs = model_video_kwargs(self.processor, self.model.config)
         self.generation_config = self._generation_config()
         self.constrained, self.max_thinking_chars = p.constrained, p.max_thinking_chars
@@ -251,27 +246,33 @@ class TransformersPolicy(Policy):
         torch.manual_seed(self.seed)
 
     def _load(self, p: TransformersParams) -> tuple[Any, Any]:
-        if p.model == TINY_AGENT:
-            from omniagent.tiny_agent import shipped_agent_dir
-
-            return _load_pretrained(str(shipped_agent_dir()), self.dtype)
+        """The thinker and its processor; sets ``family`` and ``thinking`` first, so that a variant that
+        cannot act is refused before its weights load."""
         tiny = family_for_alias(p.model)
         if tiny is not None:
             from omniagent.tiny_model import build_tiny_thinker
 
+            self.family, self.thinking = tiny, self._thinking_format(tiny, p)
             return build_tiny_thinker(seed=self.seed, out_dir=p.tiny_dir, family=tiny)
-        return _load_pretrained(p.model, self.dtype)
+        name = p.model
+        if p.model == TINY_AGENT:
+            from omniagent.tiny_agent import shipped_agent_dir
 
-    def _thinking_format(self, p: TransformersParams) -> Any:
+            name = str(shipped_agent_dir())
+        self.family, model_type = _checkpoint_family(name)
+        self.thinking = self._thinking_format(self.family, p)
+        net = _load_family_thinker(self.family, name, model_type, self.dtype)
+        return net, self.family.transformers_class("processor").from_pretrained(name)
+
+    @staticmethod
+    def _thinking_format(family: ModelFamily, p: TransformersParams) -> Any:
         """The family's reasoning-block format when this checkpoint's variant thinks, else None."""
-        variant = self.family.variant(p.model, p.thinking)
+        variant = family.variant(p.model, p.thinking)
         if not variant.agent:
-            raise PolicyConfigError(
-                f"{p.model!r} is {self.family.title}'s {variant.name} variant: {variant.note}"
-            )
-        if p.thinking and self.family.thinking is None:
-            raise PolicyConfigError(f"thinking=true: {self.family.title} has no thinking variant")
-        return self.family.thinking if variant.thinking else None
+            raise PolicyConfigError(f"{p.model!r} is {family.title}'s {variant.name} variant: {variant.note}")
+        if p.thinking and family.thinking is None:
+            raise PolicyConfigError(f"thinking=true: {family.title} has no thinking variant")
+        return family.thinking if variant.thinking else None
 
     def _grammar(self) -> TurnGrammar:
         vocab = int(self.model.get_output_embeddings().weight.shape[0])
