@@ -1,7 +1,7 @@
 """Qwen3-Omni (30B-A3B, mixture of experts): the thinker of the Instruct and Thinking models.
 
 Audio: Whisper log-mel (128 bins, hop 160 at 16 kHz) through three stride-2 convolutions, counted per
-100-frame window (13 tokens per full second, about 12.5 per second). Vision: 16-pixel patches merged
+100-frame window (13 tokens per full second, fewer for a partial one). Vision: 16-pixel patches merged
 2x2, so one token covers 32x32 pixels; 2 frames per temporal patch; DeepStack features from three
 vision layers. Temporal RoPE: 13 positions per second (``position_id_per_seconds``); audio in video
 interleaves frames and audio by their position, not in 2-second chunks.
