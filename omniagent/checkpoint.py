@@ -1,9 +1,11 @@
-"""What a loadable Qwen2.5-Omni checkpoint folder must hold, checked before anything is loaded.
+"""What a loadable omni checkpoint folder must hold, checked before anything is loaded.
 
 Why: a folder with weights and ``config.json`` but no processor, tokenizer or chat template used to
 fail deep inside transformers with a traceback that named none of them. :func:`check_checkpoint`
-names every missing file first. The transformers backend calls it on a local folder; the training
-side (:mod:`rl.checkpoint`) writes folders that pass it.
+names every missing file first, then names the model family the folder belongs to (its
+``config.json`` ``model_type``, looked up in :mod:`omniagent.families`; a model type no family
+declares is refused with the list of known ones). The transformers backend calls it on a local
+folder; the training side (:mod:`rl.checkpoint`) writes folders that pass it.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ import json
 import os
 from pathlib import Path
 
-__all__ = ["REQUIRED", "IncompleteCheckpointError", "check_checkpoint", "missing_files"]
+from omniagent.families import ModelFamily, UnknownFamilyError, family_for_model_type
+
+__all__ = [
+    "REQUIRED",
+    "IncompleteCheckpointError",
+    "UnknownFamilyError",
+    "check_checkpoint",
+    "checkpoint_family",
+    "missing_files",
+]
 
 # What a folder needs, as (what it is, alternatives); an alternative is a set of files that must all
 # exist. Names follow transformers 5.x ``save_pretrained`` and the Qwen hub layout (vocab + merges).
@@ -61,7 +72,7 @@ def _processor_gaps(folder: Path) -> list[str]:
 
 
 def missing_files(path: str | os.PathLike[str]) -> list[str]:
-    """What ``path`` lacks to load as a Qwen2.5-Omni checkpoint (empty when complete)."""
+    """What ``path`` lacks to load as an omni checkpoint (empty when complete)."""
     folder = Path(path)
     if not folder.is_dir():
         return [f"the folder itself ({folder} does not exist)"]
@@ -76,9 +87,22 @@ def missing_files(path: str | os.PathLike[str]) -> list[str]:
     return missing + _processor_gaps(folder)
 
 
+def checkpoint_family(path: str | os.PathLike[str]) -> ModelFamily:
+    """The model family of the folder's ``config.json`` (:class:`UnknownFamilyError` when none declares
+    its ``model_type``, or the file cannot be read)."""
+    config = Path(path) / "config.json"
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise UnknownFamilyError(f"cannot read the model_type of {config}: {exc}") from None
+    return family_for_model_type(model_type)
+
+
 def check_checkpoint(path: str | os.PathLike[str]) -> Path:
-    """Raise :class:`IncompleteCheckpointError` naming every missing file; return the folder."""
+    """Raise :class:`IncompleteCheckpointError` naming every missing file, or
+    :class:`UnknownFamilyError` for a model type no family declares; return the folder."""
     missing = missing_files(path)
     if missing:
         raise IncompleteCheckpointError(Path(path), missing)
+    checkpoint_family(path)
     return Path(path)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from envs.limits import EnvLimits, add_limit_flags, limit_flag, limits_from_args
 
 DEFAULT_MODEL = "harryhsing/OmniAgent-RL-7B"  # the released RL checkpoint (SFT: harryhsing/OmniAgent-SFT-7B)
-TINY_MODEL = "tiny-random"  # random weights: plumbing only
+TINY_MODEL = "tiny-random"  # random weights: plumbing only (Qwen2.5-Omni; tiny-random-qwen3-omni: Qwen3-Omni)
 TINY_AGENT = "tiny"  # the trained tiny agent shipped in the package (omniagent.tiny_agent)
 MODEL_BACKENDS = ("transformers", "vllm", "openai")
 SCRIPTED_BACKENDS = ("uniform", "oracle", "random", "replay")
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         default=DEFAULT_MODEL,
         help=f"Hub id or local checkpoint folder; '{TINY_AGENT}' = the shipped trained tiny agent (CPU, "
-        f"offline), '{TINY_MODEL}' = tiny random model (plumbing only)",
+        f"offline), '{TINY_MODEL}' / 'tiny-random-qwen3-omni' = tiny random models (plumbing only)",
     )
     m.add_argument(
         "--backend",
@@ -81,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default="auto", help="transformers backend: auto, cpu, cuda, cuda:N")
     m.add_argument(
         "--constrained",
-        action="store_true",
-        help="decode every turn under the environment's JSON schema of a valid turn (transformers backend)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="decode every turn under the environment's JSON schema of a valid turn (default: on for the "
+        "transformers backend, off for the others; --no-constrained opts out)",
     )
     m.add_argument(
         "--policy-arg",

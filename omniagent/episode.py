@@ -9,7 +9,7 @@ from typing import Any
 
 from envs.env import OmniVideoEnv
 from envs.messages import Message
-from omniagent.policy import Policy, PolicyError
+from omniagent.policy_base import Policy, PolicyError
 from omniagent.trajectory import Trajectory, TurnRecord
 
 OnTurn = Callable[[TurnRecord, list[dict[str, Any]]], None]

@@ -12,8 +12,9 @@ Examples::
     # offline on a CPU: the tiny agent shipped in the package (trained on the synthetic benchmark)
     python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --model tiny --max-turns 3
 
-    # plumbing check without weights: the tiny random model (its answers are noise)
+    # plumbing check without weights: a tiny random model (its answers are noise); Qwen3-Omni's too
     python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --model tiny-random --max-turns 3
+    python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --model tiny-random-qwen3-omni
 
     # baselines and test drivers: uniform, oracle, random, replay (see omniagent.backends.scripted)
     python -m omniagent.run talk.mp4 "Which option?" --choices "a|b" --answer B --backend oracle
@@ -46,7 +47,6 @@ from typing import Any
 from omniagent.cli_args import (
     SCRIPTED_BACKENDS,
     TINY_AGENT,
-    TINY_MODEL,
     build_parser,
     check_args,
     make_limits,
@@ -74,12 +74,19 @@ def cuda_available() -> bool:
         return False
 
 
+def is_small_model(model: str) -> bool:
+    """The shipped tiny agent or a tiny random test model (any family): CPU-sized, built in-process."""
+    from omniagent.families import family_for_alias
+
+    return model == TINY_AGENT or family_for_alias(model) is not None
+
+
 def resolve_backend(backend: str, model: str, base_url: str | None) -> str:
     if backend != "auto":
         return backend
     if base_url:
         return "openai"
-    if model in (TINY_MODEL, TINY_AGENT):
+    if is_small_model(model):
         return "transformers"
     if importlib.util.find_spec("vllm") is not None and cuda_available():
         return "vllm"
@@ -109,11 +116,13 @@ def shared_settings(args: argparse.Namespace, limits: Any) -> dict[str, Any]:
 def build_policy(backend: str, args: argparse.Namespace, limits: Any) -> Any:
     """The policy for ``--backend``: the settings it declares plus ``--policy-arg`` values (an
     argument the backend does not take is an error that lists the ones it does)."""
-    from omniagent.policy import make_policy
+    from omniagent.policy import make_policy, policy_params
 
     explicit = parse_policy_args(args.policy_arg)
     if args.constrained:  # explicit, so a backend that cannot constrain says so instead of ignoring it
         explicit["constrained"] = True
+    elif args.constrained is False and "constrained" in getattr(policy_params(backend), "model_fields", {}):
+        explicit["constrained"] = False  # --no-constrained; a backend without the option never constrains
     return make_policy(backend, shared=shared_settings(args, limits), **explicit)
 
 
@@ -204,9 +213,13 @@ class CliRun:
             raise Stop(EXIT_MEDIA, f"cannot use {self.args.media}: {exc.reason}", "media_error") from exc
 
     def print_notes(self) -> None:
-        if self.args.model == TINY_MODEL and self.backend not in SCRIPTED_BACKENDS:
+        if (
+            is_small_model(self.args.model)
+            and self.args.model != TINY_AGENT
+            and self.backend not in SCRIPTED_BACKENDS
+        ):
             self.console.print(
-                "[yellow]note: --model tiny-random has random weights: its answers are noise (for "
+                f"[yellow]note: --model {self.args.model} has random weights: its answers are noise (for "
                 "plumbing checks only).[/yellow]"
             )
         if self.args.model == TINY_AGENT and self.backend not in SCRIPTED_BACKENDS:
@@ -214,7 +227,7 @@ class CliRun:
                 "[yellow]note: --model tiny is the ~1 M-parameter agent shipped with the package, trained "
                 "only on the synthetic benchmark (recipes/tiny_agent): a demo, not a capable model.[/yellow]"
             )
-        small = self.args.model in (TINY_MODEL, TINY_AGENT)
+        small = is_small_model(self.args.model)
         if self.backend == "transformers" and not small and not cuda_available():
             self.console.print(
                 "[yellow]note: no CUDA GPU: a 7B model on CPU is very slow; consider --backend openai "

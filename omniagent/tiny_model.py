@@ -1,10 +1,11 @@
-"""A tiny, randomly initialised Qwen2.5-Omni thinker that builds offline in well under a second.
+"""Tiny, randomly initialised omni thinkers that build offline in about a second, one per model family.
 
-The model is a real :class:`~transformers.Qwen2_5OmniThinkerForConditionalGeneration` (vision tower,
-audio encoder, multimodal RoPE, the whole processor pipeline) shrunk to ~0.3 M parameters, with a
-byte-level BPE tokenizer trained here on a small built-in corpus. It exists so that tests, CI and
-local smoke runs exercise exactly the code path a real checkpoint takes -- chat template, placeholder
-expansion, audio-in-video interleaving, ``generate`` -- without downloading any weights.
+Each is a real transformers thinker of its family (vision tower, audio encoder, multimodal RoPE, the
+whole processor pipeline; for Qwen3-Omni the mixture of experts and DeepStack too) shrunk to well under
+a million parameters, with a byte-level BPE tokenizer trained here on a small built-in corpus. It exists
+so that tests, CI and local smoke runs exercise exactly the code path a real checkpoint takes -- chat
+template, placeholder expansion, audio-in-video interleaving, ``generate`` -- without downloading weights.
+What differs between families comes from :mod:`omniagent.families` (the family's ``tiny`` entry).
 
 **Its outputs are noise.** The weights are random; nothing it generates means anything. Use it to
 check plumbing (shapes, token counts, positions, timing), never to judge behaviour.
@@ -12,83 +13,45 @@ check plumbing (shapes, token counts, positions, timing), never to judge behavio
 ``build_tiny_thinker`` saves the artefacts with ``save_pretrained`` into a cache directory and
 reloads them from there, so the same directory also loads by path like a checkpoint::
 
-    model, processor = build_tiny_thinker(seed=0, out_dir="/tmp/tiny")
+    model, processor = build_tiny_thinker(seed=0, out_dir="/tmp/tiny", family="qwen3-omni")
     TransformersPolicy(model="/tmp/tiny")  # loads the same weights and processor
+
+From the command line (the folder passes ``python -m rl.checkpoint check``)::
+
+    python -m omniagent.tiny_model --family qwen3-omni --out runs/tiny-qwen3-omni
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from omniagent.families import DEFAULT_FAMILY, FAMILIES, ModelFamily, family_for_model_type, get_family
 
 # Bump when anything below changes what gets built, so stale caches are not reused.
 BUILD_VERSION = 1
 
-SPECIAL_TOKENS = (
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<|AUDIO|>",
-    "<|audio_bos|>",
-    "<|audio_eos|>",
-    "<|vision_bos|>",
-    "<|vision_eos|>",
-    "<|vision_pad|>",
-    "<|IMAGE|>",
-    "<|VIDEO|>",
-)
+SPECIAL_TOKENS = DEFAULT_FAMILY.tiny.special_tokens  # Qwen2.5-Omni's, in id order
 VOCAB_SIZE = 640
 
-# Pixels per image / video frame after resizing: 4..16 patches of 28x28, so a 64x64 frame becomes a
-# 56x56 input -> a 4x4 patch grid -> 4 LLM tokens after the 2x2 spatial merge.
-MIN_PIXELS = 4 * 28 * 28
-MAX_PIXELS = 16 * 28 * 28
-# Whisper pads every clip to ``chunk_length`` seconds; the real model uses 300 s. The tiny model pads
-# to 30 s to keep the log-mel cheap, so clips longer than 30 s are cut by its feature extractor.
+# Pixels per image / video frame after resizing: 4..16 LLM tokens, so a 64x64 frame becomes a 4x4 patch
+# grid of 14 px (Qwen2.5-Omni: 56x56 input) or 16 px (Qwen3-Omni: 64x64) -> 4 tokens after the 2x2 merge.
+MIN_TOKENS, MAX_TOKENS = 4, 16
+MIN_PIXELS = MIN_TOKENS * DEFAULT_FAMILY.processor.pixels_per_token**2
+MAX_PIXELS = MAX_TOKENS * DEFAULT_FAMILY.processor.pixels_per_token**2
+# Whisper pads every clip to ``chunk_length`` seconds; the real models use 300 s. The tiny models pad
+# to 30 s to keep the log-mel cheap, so clips longer than 30 s are cut by their feature extractor.
 AUDIO_CHUNK_SECONDS = 30
 
-# A Qwen-style chat template. Parts dispatch on ``type`` only (a ``video`` part carrying an ``audio``
-# array stays a video). With ``add_vision_id`` / ``add_audio_id`` media get "Picture n: " labels like
-# the Qwen templates; a conversation without a system message gets a short default one.
-CHAT_TEMPLATE = (
-    "{% set image_count = namespace(value=0) %}"
-    "{% set video_count = namespace(value=0) %}"
-    "{% set audio_count = namespace(value=0) %}"
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}"
-    "{{ message['content'] }}"
-    "{% else %}"
-    "{% for part in message['content'] %}"
-    "{% if part['type'] == 'text' %}"
-    "{{ part['text'] }}"
-    "{% elif part['type'] == 'image' %}"
-    "{% set image_count.value = image_count.value + 1 %}"
-    "{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}"
-    "<|vision_bos|><|IMAGE|><|vision_eos|>"
-    "{% elif part['type'] == 'video' %}"
-    "{% set video_count.value = video_count.value + 1 %}"
-    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}"
-    "<|vision_bos|><|VIDEO|><|vision_eos|>"
-    "{% elif part['type'] == 'audio' %}"
-    "{% set audio_count.value = audio_count.value + 1 %}"
-    "{% if add_audio_id %}Audio {{ audio_count.value }}: {% endif %}"
-    "<|audio_bos|><|AUDIO|><|audio_eos|>"
-    "{% endif %}"
-    "{% endfor %}"
-    "{% endif %}"
-    "<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+CHAT_TEMPLATE = DEFAULT_FAMILY.tiny.chat_template
 
 # Training text for the tokenizer: English prose about watching videos plus JSON-shaped agent replies,
 # so that the merges cover braces, quotes, keys and numbers. Byte-level BPE can encode any string; this
@@ -120,22 +83,35 @@ _CORPUS = [
 ]
 
 
-def _default_cache_dir(seed: int) -> Path:
+def _family(family: str | ModelFamily | None) -> ModelFamily:
+    if family is None:
+        return DEFAULT_FAMILY
+    return family if isinstance(family, ModelFamily) else get_family(family)
+
+
+def _default_cache_dir(seed: int, family: str | ModelFamily | None = None) -> Path:
     root = Path(tempfile.gettempdir()) / "omniagent-cache"  # pass out_dir to put it elsewhere
-    return root / f"tiny-thinker-v{BUILD_VERSION}-seed{seed}"
+    fam = _family(family)
+    name = "tiny-thinker" if fam is DEFAULT_FAMILY else f"tiny-{fam.name}"
+    return root / f"{name}-v{BUILD_VERSION}-seed{seed}"
 
 
-def _train_tokenizer(corpus: list[str] | None = None, vocab_size: int = VOCAB_SIZE) -> Any:
+def _train_tokenizer(
+    corpus: list[str] | None = None, vocab_size: int = VOCAB_SIZE, family: str | ModelFamily | None = None
+) -> Any:
     """Train the byte-level BPE (deterministic: fixed corpus, single-threaded merges) and wrap it.
 
-    ``corpus``/``vocab_size``: another corpus and size (``recipes/tiny_agent/model.py`` trains the agent's on the
-    environment's own prompts, which makes its contexts several times shorter)."""
+    ``corpus``/``vocab_size``: another corpus and size (the tiny agent's recipe trains its tokenizer on the
+    environment's own prompts, which makes its contexts several times shorter). ``family``: whose special
+    tokens and placeholders the tokenizer declares (default Qwen2.5-Omni)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2Tokenizer
 
     # The same pre-tokenisation as Qwen2Tokenizer, so the learned merges apply identically there.
     from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
+    fam = _family(family)
+    specials = list(fam.tiny.special_tokens)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -146,7 +122,7 @@ def _train_tokenizer(corpus: list[str] | None = None, vocab_size: int = VOCAB_SI
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
+        special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -155,113 +131,70 @@ def _train_tokenizer(corpus: list[str] | None = None, vocab_size: int = VOCAB_SI
     vocab: dict[str, int] = state["vocab"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
 
-    return Qwen2Tokenizer(
+    t = fam.tokens
+    tokenizer = Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,
         unk_token=None,
         bos_token=None,
         eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        extra_special_tokens=[t for t in SPECIAL_TOKENS if t not in ("<|endoftext|>", "<|im_end|>")],
-        image_token="<|IMAGE|>",
-        video_token="<|VIDEO|>",
-        audio_token="<|AUDIO|>",
-        vision_bos_token="<|vision_bos|>",
-        vision_eos_token="<|vision_eos|>",
-        audio_bos_token="<|audio_bos|>",
-        audio_eos_token="<|audio_eos|>",
+        pad_token=fam.pad_token,
+        extra_special_tokens=[s for s in specials if s not in (fam.pad_token, "<|im_end|>")],
+        image_token=t.image,
+        video_token=t.video,
+        audio_token=t.audio,
+        vision_bos_token=t.vision_start,
+        vision_eos_token=t.vision_end,
+        audio_bos_token=t.audio_start,
+        audio_eos_token=t.audio_end,
         model_max_length=32768,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=fam.tiny.chat_template,
     )
+    if fam.tiny.added_tokens:  # ordinary tokens (e.g. <think>): decoding with skip_special_tokens keeps them
+        tokenizer.add_tokens(list(fam.tiny.added_tokens))
+    return tokenizer
 
 
-def _build_processor(tokenizer: Any) -> Any:
-    from transformers import (
-        Qwen2_5OmniProcessor,
-        Qwen2VLImageProcessor,
-        Qwen2VLVideoProcessor,
-        WhisperFeatureExtractor,
-    )
+def _build_processor(tokenizer: Any, family: str | ModelFamily | None = None) -> Any:
+    from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor, WhisperFeatureExtractor
 
-    size = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}
-    image_processor = Qwen2VLImageProcessor(size=dict(size), min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
-    video_processor = Qwen2VLVideoProcessor(size=dict(size), min_pixels=MIN_PIXELS, max_pixels=MAX_PIXELS)
+    fam = _family(family)
+    proc = fam.processor
+    lo, hi = MIN_TOKENS * proc.pixels_per_token**2, MAX_TOKENS * proc.pixels_per_token**2
+    geometry = dict(patch_size=proc.patch_size, merge_size=proc.merge_size)
+    geometry["temporal_patch_size"] = proc.temporal_patch_size
+    size = {"shortest_edge": lo, "longest_edge": hi}
+    image_processor = Qwen2VLImageProcessor(size=dict(size), min_pixels=lo, max_pixels=hi, **geometry)
+    video_processor = Qwen2VLVideoProcessor(size=dict(size), min_pixels=lo, max_pixels=hi, **geometry)
     feature_extractor = WhisperFeatureExtractor(
-        feature_size=128,
-        sampling_rate=16000,
-        hop_length=160,
+        feature_size=proc.mel_bins,
+        sampling_rate=proc.sampling_rate,
+        hop_length=proc.mel_hop,
         n_fft=400,
         chunk_length=AUDIO_CHUNK_SECONDS,
         return_attention_mask=True,
     )
-    return Qwen2_5OmniProcessor(
+    return fam.transformers_class("processor")(
         image_processor=image_processor,
         video_processor=video_processor,
         feature_extractor=feature_extractor,
         tokenizer=tokenizer,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=fam.tiny.chat_template,
     )
 
 
-def _build_model(tokenizer: Any, seed: int) -> Any:
+def _build_model(tokenizer: Any, seed: int, family: str | ModelFamily | None = None) -> Any:
     import torch
-    from transformers import (
-        GenerationConfig,
-        Qwen2_5OmniThinkerConfig,
-        Qwen2_5OmniThinkerForConditionalGeneration,
-    )
+    from transformers import GenerationConfig
 
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
-    config = Qwen2_5OmniThinkerConfig(
-        audio_config=dict(
-            num_mel_bins=128,
-            encoder_layers=2,
-            encoder_attention_heads=2,
-            encoder_ffn_dim=64,
-            d_model=32,
-            output_dim=64,
-        ),
-        vision_config=dict(
-            depth=2,
-            hidden_size=32,
-            intermediate_size=64,
-            num_heads=2,
-            out_hidden_size=64,
-            fullatt_block_indexes=[1],
-        ),
-        text_config=dict(
-            vocab_size=len(tokenizer),
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=32768,
-            rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
-            pad_token_id=ids["<|endoftext|>"],
-            eos_token_id=ids["<|im_end|>"],
-        ),
-        audio_token_index=ids["<|AUDIO|>"],
-        image_token_index=ids["<|IMAGE|>"],
-        video_token_index=ids["<|VIDEO|>"],
-        audio_start_token_id=ids["<|audio_bos|>"],
-        audio_end_token_id=ids["<|audio_eos|>"],
-        vision_start_token_id=ids["<|vision_bos|>"],
-        vision_end_token_id=ids["<|vision_eos|>"],
-        user_token_id=tokenizer.encode("user", add_special_tokens=False)[0],
-        pad_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        # Wider than the usual 0.02 so next-token distributions are peaked rather than uniform: greedy
-        # decoding has clear winners and entropies vary from step to step.
-        initializer_range=0.2,
-    )
+    fam = _family(family)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in fam.tiny.special_tokens}
+    ids["user"] = tokenizer.encode("user", add_special_tokens=False)[0]
+    config = fam.transformers_class("thinker_config")(**fam.tiny.thinker_config(ids, len(tokenizer)))
     torch.manual_seed(seed)
-    model = Qwen2_5OmniThinkerForConditionalGeneration(config).eval()
-    model.generation_config = GenerationConfig(
-        eos_token_id=[ids["<|im_end|>"], ids["<|endoftext|>"]],
-        pad_token_id=ids["<|endoftext|>"],
-        do_sample=False,
-    )
+    model = fam.transformers_class("thinker")(config).eval()
+    end, pad = ids["<|im_end|>"], ids[fam.pad_token]
+    model.generation_config = GenerationConfig(eos_token_id=[end, pad], pad_token_id=pad, do_sample=False)
     return model
 
 
@@ -270,48 +203,58 @@ def _is_complete(path: Path) -> bool:
 
 
 def load_tiny_thinker(path: str | os.PathLike[str]) -> tuple[Any, Any]:
-    """Load a tiny thinker saved by :func:`build_tiny_thinker` (model in eval mode, processor)."""
-    from transformers import Qwen2_5OmniProcessor, Qwen2_5OmniThinkerForConditionalGeneration
-
-    model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path).eval()
-    processor = Qwen2_5OmniProcessor.from_pretrained(path)
+    """Load a tiny thinker saved by :func:`build_tiny_thinker` (model in eval mode, processor); its
+    family comes from the folder's ``config.json``."""
+    model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type")
+    fam = family_for_model_type(model_type)
+    model = fam.transformers_class("thinker").from_pretrained(path).eval()
+    processor = fam.transformers_class("processor").from_pretrained(path)
     return model, processor
 
 
-def build_tiny_thinker(seed: int = 0, out_dir: str | os.PathLike[str] | None = None) -> tuple[Any, Any]:
-    """Build (or load from cache) a tiny random Qwen2.5-Omni thinker and its processor.
+def _check_cache(path: Path, seed: int, fam: ModelFamily) -> bool:
+    """True when ``path`` holds this build; raises when it holds another one or something else."""
+    if _is_complete(path):
+        info = json.loads((path / "BUILD_OK").read_text())
+        built = (info.get("seed"), info.get("version"), info.get("family", DEFAULT_FAMILY.name))
+        if built == (seed, BUILD_VERSION, fam.name):
+            return True
+        raise ValueError(
+            f"{path} holds a tiny thinker built with family={built[2]} seed={built[0]} version={built[1]}, "
+            f"not family={fam.name} seed={seed} version={BUILD_VERSION}; pass another out_dir"
+        )
+    if path.is_dir() and any(path.iterdir()):
+        raise ValueError(
+            f"{path} is a non-empty folder without a tiny-thinker build; pass a new or empty folder"
+        )
+    return False
+
+
+def build_tiny_thinker(
+    seed: int = 0, out_dir: str | os.PathLike[str] | None = None, family: str | ModelFamily | None = None
+) -> tuple[Any, Any]:
+    """Build (or load from cache) a tiny random thinker of ``family`` and its processor.
 
     Args:
         seed: seeds the weight initialisation; the same seed gives the same weights and the same
             tokenizer on every machine.
         out_dir: where the artefacts are saved with ``save_pretrained`` (and reloaded from on later
-            calls). Defaults to ``$OMNIAGENT_CACHE`` or the system temp dir, one folder per seed and
-            build version. The folder loads by path like a real checkpoint.
+            calls). Defaults to the system temp dir, one folder per family, seed and build version. The
+            folder loads by path like a real checkpoint.
+        family: a name in :data:`omniagent.families.FAMILIES` (default ``qwen2.5-omni``).
 
     Returns:
-        ``(model, processor)``: a :class:`~transformers.Qwen2_5OmniThinkerForConditionalGeneration`
-        in eval mode on CPU (float32) and a :class:`~transformers.Qwen2_5OmniProcessor`. The model's
-        outputs are noise -- random weights; it is for plumbing tests only.
+        ``(model, processor)``: the family's thinker class in eval mode on CPU (float32) and its
+        processor. The model's outputs are noise -- random weights; it is for plumbing tests only.
     """
-    path = Path(out_dir) if out_dir is not None else _default_cache_dir(seed)
-    marker = path / "BUILD_OK"
-    if _is_complete(path):
-        info = json.loads(marker.read_text())
-        if info.get("seed") == seed and info.get("version") == BUILD_VERSION:
-            return load_tiny_thinker(path)
-        raise ValueError(
-            f"{path} holds a tiny thinker built with seed={info.get('seed')} version={info.get('version')}, "
-            f"not seed={seed} version={BUILD_VERSION}; pass another out_dir"
-        )
+    fam = _family(family)
+    path = Path(out_dir) if out_dir is not None else _default_cache_dir(seed, fam)
+    if _check_cache(path, seed, fam):
+        return load_tiny_thinker(path)
 
-    if path.is_dir() and any(path.iterdir()):
-        raise ValueError(
-            f"{path} is a non-empty folder without a tiny-thinker build; pass a new or empty folder"
-        )
-
-    tokenizer = _train_tokenizer()
-    processor = _build_processor(tokenizer)
-    model = _build_model(tokenizer, seed)
+    tokenizer = _train_tokenizer(family=fam)
+    processor = _build_processor(tokenizer, fam)
+    model = _build_model(tokenizer, seed, fam)
 
     # Write into a private sibling folder and rename it into place, so concurrent builders (parallel
     # test workers) never see a half-written checkpoint.
@@ -320,7 +263,8 @@ def build_tiny_thinker(seed: int = 0, out_dir: str | os.PathLike[str] | None = N
     try:
         model.save_pretrained(staging)
         processor.save_pretrained(staging)
-        (staging / "BUILD_OK").write_text(json.dumps({"seed": seed, "version": BUILD_VERSION}))
+        marker = {"seed": seed, "version": BUILD_VERSION, "family": fam.name}
+        (staging / "BUILD_OK").write_text(json.dumps(marker))
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
         try:
@@ -332,3 +276,26 @@ def build_tiny_thinker(seed: int = 0, out_dir: str | os.PathLike[str] | None = N
         shutil.rmtree(staging, ignore_errors=True)
     # Reload from disk so the in-memory pair is exactly what loading by path gives.
     return load_tiny_thinker(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m omniagent.tiny_model",
+        description="Write a complete random checkpoint folder of a model family (config, weights, processor, "
+        "tokenizer, chat template), offline. Its outputs are noise: for plumbing checks only.",
+    )
+    parser.add_argument("--family", choices=sorted(FAMILIES), default=DEFAULT_FAMILY.name)
+    parser.add_argument("--out", required=True, help="a new or empty folder")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the random weights")
+    args = parser.parse_args(argv)
+    try:
+        build_tiny_thinker(seed=args.seed, out_dir=args.out, family=args.family)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(Path(args.out).resolve())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

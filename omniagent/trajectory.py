@@ -23,7 +23,7 @@ from envs import jsonl
 from envs.actions import safe_text
 
 if TYPE_CHECKING:
-    from omniagent.policy import TurnOutput
+    from omniagent.policy_base import TurnOutput
 
 StopReason = Literal["answered", "turn_budget", "policy_error", "interrupted", "media_error"]
 RecordedEstimator = Literal["exact", "topk_lump", "topk_legacy"]
@@ -65,7 +65,8 @@ class _Record(BaseModel):
 
 class TurnRecord(_Record):
     turn: int
-    raw_text: SafeStr
+    raw_text: SafeStr  # what the environment parsed (a thinking variant's reasoning cut off)
+    thinking: SafeStr | None = None  # a thinking variant's reasoning block, kept out of the parse
     observation: SafeStr | None = None
     thought: SafeStr | None = None
     action: SafeDict | None = None
@@ -116,6 +117,7 @@ class TurnRecord(_Record):
         data: dict[str, Any] = {
             "turn": info.get("turn", 1),
             "raw_text": out.text,
+            "thinking": out.thinking,
             "observation": parsed.get("observation"),
             "thought": parsed.get("thought"),
             "action": parsed.get("action"),

@@ -380,7 +380,12 @@ def test_requests_to_the_server_reproduce_the_training_prompts(rollout, tiny):
     frames_turn = rollout.servers[1].calls[1]  # session 1 generated for real right after its frames
     assert len(frames_turn["image_data"]) == FRAMES["num"] and "expanded_ids" in frames_turn
     clip_turn = rollout.servers[0].calls[4]
-    assert clip_turn["mm_processor_kwargs"] == {"fps": 2.0, "use_audio_in_video": True}
+    # second_per_grid_ts: vLLM orders the clip's frames and audio by it (omniagent.backends.vllm_backend)
+    assert clip_turn["mm_processor_kwargs"] == {
+        "fps": 2.0,
+        "use_audio_in_video": True,
+        "second_per_grid_ts": [1.0],
+    }
     assert [sr for _, sr in clip_turn["audio_data"]] == [16000]
 
 

@@ -198,7 +198,10 @@ def test_vllm_request_builder(tiny) -> None:
     assert data["video"][0].shape == (6, 64, 64, 3)  # 5 frames padded to the temporal patch
     ((clip_audio, sr),) = data["audio"]
     assert sr == 16000 and np.array_equal(clip_audio, vid["audio"])
-    assert req["mm_processor_kwargs"] == {"fps": pytest.approx(2.5), "use_audio_in_video": True}
+    # vLLM orders an interleaved clip's frames and audio by second_per_grid_ts (2 frames at 2.5 fps)
+    assert req["mm_processor_kwargs"] == {
+        "fps": pytest.approx(2.5), "use_audio_in_video": True, "second_per_grid_ts": [pytest.approx(0.8)]
+    }  # fmt: skip
 
     # A standalone audio part next to a clip with audio: no interleaving, items in prompt order.
     req = build_vllm_request([user(aud, vid)], processor, mm_processor_kwargs={"max_pixels": 12544})

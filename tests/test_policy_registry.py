@@ -97,3 +97,26 @@ def test_config_is_json_safe_and_complete():
     assert repr(policy).startswith("ReplayPolicy(texts=['a', 'b']")
     limits = make_policy("oracle", limits=EnvLimits()).config()["limits"]
     assert limits == EnvLimits().model_dump(mode="json")
+
+
+def test_backends_register_without_an_import_circle() -> None:
+    """``omniagent.policy`` imports the backends; they import only ``omniagent.policy_base``, which imports
+    no backend, so no import (function-level ones included) leads back to ``omniagent.policy``."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "omniagent"
+
+    def imported(path: Path) -> set[str]:
+        names: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names.add(node.module)
+        return names
+
+    for path in sorted((root / "backends").glob("*.py")):
+        assert "omniagent.policy" not in imported(path), path.name
+    assert not {m for m in imported(root / "policy_base.py") if m.startswith("omniagent")}
+    assert "omniagent.backends" in imported(root / "policy.py")

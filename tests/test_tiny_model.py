@@ -38,7 +38,8 @@ def test_build_writes_a_loadable_checkpoint(tiny, tiny_dir: Path) -> None:
     model, processor = tiny
     names = {p.name for p in tiny_dir.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "processor_config.json"} <= names
-    assert json.loads((tiny_dir / "BUILD_OK").read_text()) == {"seed": 0, "version": BUILD_VERSION}
+    marker = {"seed": 0, "version": BUILD_VERSION, "family": "qwen2.5-omni"}
+    assert json.loads((tiny_dir / "BUILD_OK").read_text()) == marker
     config = json.loads((tiny_dir / "config.json").read_text())
     assert config["model_type"] == "qwen2_5_omni_thinker"
     assert type(model).__name__ == "Qwen2_5OmniThinkerForConditionalGeneration"

@@ -99,6 +99,7 @@ def test_lone_surrogate_becomes_replacement_character(tmp_path: Path) -> None:
 def test_from_step_takes_everything_from_output_and_info() -> None:
     out = TurnOutput(
         text="raw",
+        thinking="the frames first",  # a thinking variant's reasoning block, recorded beside the parsed text
         token_logprobs=[-0.1, -0.2],
         entropy=0.3,
         entropy_estimator="exact",
@@ -126,6 +127,7 @@ def test_from_step_takes_everything_from_output_and_info() -> None:
     assert rec.model_dump() == {
         "turn": 2,
         "raw_text": "raw",
+        "thinking": "the frames first",
         "observation": "o",
         "thought": "t",
         "action": {"type": "get_frames", "start": 0, "end": 4, "num": 2},

@@ -119,3 +119,15 @@ def teacher_trajectories(out: Path) -> list[Any]:
     env.close()
     return trajs
 
+
+# Error codes of turns a constrained decoder can never produce: the turn schema rules them out.
+SCHEMA_RULES_OUT = ("format_", "action_", "time_out_of_range", "num_invalid", "no_")
+
+
+def assert_well_formed(traj: Any) -> None:
+    """Every turn of ``traj`` parsed into an action, none failed for a reason the turn schema rules out,
+    and the last one answered."""
+    for rec in traj.turns:
+        assert not (rec.error or "").startswith(SCHEMA_RULES_OUT), (rec.error, rec.error_message)
+        assert rec.action_type is not None
+    assert traj.turns[-1].action_type == "answer"

@@ -1,4 +1,5 @@
-"""Pure conversion from the environment's chat messages to Qwen2.5-Omni processor inputs.
+"""Pure conversion from the environment's chat messages to Qwen-Omni processor inputs (every family of
+:mod:`omniagent.families`: Qwen2.5-Omni, Qwen3-Omni).
 
 The environment speaks the format of :mod:`envs.messages`: text parts and media parts holding raw
 numpy arrays, each media part preceded by a text label with its absolute time. A Qwen-Omni processor
@@ -16,8 +17,9 @@ two things the processor cannot work out by itself:
   its ``fps`` field. An odd frame count is padded here by repeating the last frame -- exactly what
   the processor would do silently -- and the padding is recorded in :attr:`VideoItem.padded_frames`.
 * **Audio in video.** A ``video`` part with its own ``audio`` is sent with Qwen's audio-in-video
-  interleaving (2-second chunks: the chunk's video tokens, then its audio tokens, inside one
-  ``<|vision_bos|><|audio_bos|> ... <|audio_eos|><|vision_eos|>`` block). The processor's flag is
+  interleaving inside one vision block that opens with the audio start token (Qwen2.5-Omni: 2-second
+  chunks, the chunk's video tokens then its audio tokens; Qwen3-Omni: frames and audio ordered by
+  their temporal position). The processor's flag is
   per call, not per video, so interleaving is used only when *every* video in the context carries
   audio and all share one fps; otherwise each clip's audio becomes an ordinary audio part right after
   its video (same information, no interleaving) and :attr:`ConvertedMessages.notes` says why.
@@ -28,7 +30,9 @@ class defaults (128-768 x 28² pixels per video frame) silently override a size 
 processor itself. ``use_audio_in_video`` and ``fps`` go inside ``videos_kwargs`` (transformers 4.57
 drops top-level ones when a ``videos_kwargs`` dict is given; 5.x raises if both are given). The
 processor output does not carry ``use_audio_in_video``, so :func:`build_model_inputs` returns it
-separately: it must also reach ``generate``/``forward`` or positions are silently different.
+separately: it must also reach ``generate``/``forward`` or positions are silently different. What
+differs between families (whether the installed processor takes the flag, model-config values the
+processor must share) comes from the processor's family (:func:`omniagent.families.family_for_processor`).
 """
 
 from __future__ import annotations
@@ -40,10 +44,12 @@ from typing import Any
 import numpy as np
 
 from envs.messages import SAMPLE_RATE, Message
+from omniagent.families import family_for_processor
 
 logger = logging.getLogger(__name__)
 
-# Qwen2.5-Omni's vision encoder groups this many frames into one temporal patch.
+# Qwen-Omni vision encoders group this many frames into one temporal patch (the processor's own value
+# is used when it has one).
 TEMPORAL_PATCH_SIZE = 2
 DEFAULT_FPS = 2.0
 
@@ -267,19 +273,11 @@ def _size(pixels: tuple[int, int] | None, sub_processor: Any) -> dict[str, int]:
     return {"shortest_edge": int(lo), "longest_edge": int(hi)}
 
 
-def supports_use_audio_in_video() -> bool:
-    """Whether the installed Qwen2.5-Omni processor takes ``use_audio_in_video`` in ``videos_kwargs``.
-
-    True for transformers 4.52-5.10 (the range pyproject allows). Later releases replace it with
-    ``load_audio_from_video`` / ``audio_from_video_indices``, which this module does not drive; there
-    the clip audio falls back to separate audio parts.
-    """
-    try:
-        from transformers.models.qwen2_5_omni import processing_qwen2_5_omni as mod
-    except ImportError:  # pragma: no cover - transformers without Qwen2.5-Omni
-        return False
-    kwargs_cls = getattr(mod, "Qwen2_5_OmniVideosKwargs", None)
-    return kwargs_cls is not None and "use_audio_in_video" in getattr(kwargs_cls, "__annotations__", {})
+def supports_use_audio_in_video(processor: Any) -> bool:
+    """Whether the installed processor of ``processor``'s family takes ``use_audio_in_video`` in
+    ``videos_kwargs`` (Qwen2.5-Omni: transformers 4.52-5.10; Qwen3-Omni: 4.57 on). Where it does not,
+    the clip audio falls back to separate audio parts."""
+    return family_for_processor(processor).supports_audio_in_video()
 
 
 @dataclass
@@ -303,14 +301,17 @@ def processor_call_kwargs(
     video_pixels: tuple[int, int] | None = None,
     allow_audio_in_video: bool = True,
     add_generation_prompt: bool = True,
+    video_kwargs: dict[str, Any] | None = None,
 ) -> ProcessorInputs:
     """Build the keyword arguments of ``processor(**kwargs)`` for one context.
 
     ``image_pixels`` / ``video_pixels`` are ``(min_pixels, max_pixels)`` per image / frame; by default
     the sizes configured on the checkpoint's image and video processors are used -- and passed
     explicitly, since the Omni processor's class defaults would override the video one.
+    ``video_kwargs``: more ``videos_kwargs`` for every call with videos (the model-config values a
+    family's processor must share, :func:`model_video_kwargs`).
     """
-    allow = allow_audio_in_video and supports_use_audio_in_video()
+    allow = allow_audio_in_video and supports_use_audio_in_video(processor)
     plan = plan_messages(
         messages,
         allow_audio_in_video=allow,
@@ -331,7 +332,7 @@ def processor_call_kwargs(
         }
         if allow:
             videos_kwargs["use_audio_in_video"] = plan.use_audio_in_video
-        kwargs["videos_kwargs"] = videos_kwargs
+        kwargs["videos_kwargs"] = {**videos_kwargs, **(video_kwargs or {})}
     if plan.audios:
         kwargs["audio"] = plan.audios
         feature_extractor = processor.feature_extractor
@@ -355,6 +356,7 @@ def build_model_inputs(
     video_pixels: tuple[int, int] | None = None,
     allow_audio_in_video: bool = True,
     add_generation_prompt: bool = True,
+    video_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, ProcessorInputs]:
     """Run the processor on a context. Returns ``(batch, prepared)``.
 
@@ -370,6 +372,7 @@ def build_model_inputs(
         video_pixels=video_pixels,
         allow_audio_in_video=allow_audio_in_video,
         add_generation_prompt=add_generation_prompt,
+        video_kwargs=video_kwargs,
     )
     batch = processor(**prepared.call_kwargs)
     plan = prepared.plan
@@ -384,3 +387,14 @@ def build_model_inputs(
     if plan.use_audio_in_video:
         batch["use_audio_in_video"] = True
     return batch, prepared
+
+
+def model_video_kwargs(processor: Any, model_config: Any) -> dict[str, Any]:
+    """The model-config values ``processor``'s family hands to the processor on every call with
+    videos (Qwen3-Omni: ``position_id_per_seconds``, so that the processor orders interleaved frames
+    and audio by the positions the model computes; its own default may differ from the config's)."""
+    family = family_for_processor(processor)
+    names = family.processor.video_kwargs_from_config
+    return {
+        name: getattr(model_config, name) for name in names if getattr(model_config, name, None) is not None
+    }

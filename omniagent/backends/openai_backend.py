@@ -48,7 +48,7 @@ from envs.messages import Message
 from omniagent.backends.constrained import TurnSchemas
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
-from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 ServerKind = Literal["auto", "vllm", "generic"]

@@ -27,7 +27,7 @@ from envs.scoring import AnswerFormatError, get_scorer, letters
 from envs.tasks import Task, letter_index, load_tasks_jsonl
 from omniagent.backends.scripted import ScriptedParams, ScriptedPolicy, fixed_guess
 from omniagent.eval.judges import ExactMatchJudge
-from omniagent.policy import PolicyConfigError, register_policy
+from omniagent.policy_base import PolicyConfigError, register_policy
 
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:st|nd|rd|th)?")
 

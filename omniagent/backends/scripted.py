@@ -27,7 +27,7 @@ from pydantic import Field
 from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
-from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 
 def turn_text(action: dict[str, Any], observation: str = "none", thought: str = "") -> str:

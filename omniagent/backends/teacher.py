@@ -42,7 +42,7 @@ from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, Wo
 from omniagent.backends.synth_world import percept_from_parts as read_percept
 from omniagent.backends.teacher_search import SEARCH_GOALS
 from omniagent.backends.teacher_style import Style
-from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 
 def _r(x: float) -> float:

@@ -1,10 +1,17 @@
-"""Run a Qwen2.5-Omni thinker in-process with Hugging Face transformers.
+"""Run an omni thinker in-process with Hugging Face transformers (every family of :mod:`omniagent.families`).
 
 ``TransformersPolicy(model="tiny")`` loads the trained tiny agent shipped in the package
-(:mod:`omniagent.tiny_agent`); ``model="tiny-random"`` builds the tiny random thinker of
-:mod:`omniagent.tiny_model` (offline, outputs are noise: for plumbing only). Any other ``model`` is a
-local checkpoint folder or a Hub id already in the local cache; nothing is downloaded when the
-machine is offline.
+(:mod:`omniagent.tiny_agent`); ``model="tiny-random"`` (Qwen2.5-Omni) or ``"tiny-random-qwen3-omni"``
+builds a tiny random thinker of :mod:`omniagent.tiny_model` (offline, outputs are noise: for plumbing
+only). Any other ``model`` is a local checkpoint folder or a Hub id already in the local cache; nothing
+is downloaded when the machine is offline. The family comes from ``config.json``'s ``model_type``: a
+thinker-only checkpoint loads its thinker class, a full one loads with the talker disabled (its speech
+weights are skipped) and keeps the thinker.
+
+Every turn decodes under the environment's JSON schema of a well-formed turn by default
+(``constrained="auto"``: whenever the episode's reset info carries the schema; ``False`` opts out). A
+thinking variant (``Qwen3-Omni-...-Thinking``, or ``thinking=True``) writes a reasoning block first:
+it is cut off before the environment parses the turn and recorded as the turn's ``thinking``.
 
 Per-token log-probs and entropies are computed from the raw ``output_logits`` of ``generate``
 (the model's untempered next-token distribution, ``softmax(logits)``), not from the post-processed
@@ -18,19 +25,35 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from envs.messages import Message
-from omniagent.backends.convert import build_model_inputs
-from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.backends.constrained import ConstraintUnavailable, TurnGrammar
+from omniagent.backends.convert import build_model_inputs, model_video_kwargs
+from omniagent.families import (
+    FAMILIES,
+    ModelFamily,
+    UnknownFamilyError,
+    family_for_alias,
+    family_for_model_type,
+)
+from omniagent.policy_base import (
+    Policy,
+    PolicyConfigError,
+    PolicyError,
+    PolicyParams,
+    TurnOutput,
+    register_policy,
+)
 
 logger = logging.getLogger(__name__)
 
-TINY = "tiny-random"  # the random tiny thinker (plumbing tests)
+TINY = "tiny-random"  # the random tiny Qwen2.5-Omni thinker (plumbing tests); each family has its alias
 TINY_AGENT = "tiny"  # the trained tiny agent shipped in omniagent/assets/tiny_agent
 MEDIA_INPUTS = ("pixel_values", "pixel_values_videos", "input_features")  # the processor's media tensors
+TINY_TEXT_CHARS = 64  # a random model's constrained strings close within the token budget
 _DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 _DTYPES |= {"float16": "float16", "fp16": "float16", "half": "float16"}
 
@@ -57,15 +80,13 @@ def _import_transformers() -> None:
     for the first time at once raced into ``ImportError: cannot import name
     'Qwen2_5OmniProcessor'``. Once imported, later imports are plain module-dict look-ups.
     """
-    from transformers import (  # noqa: F401
-        AutoConfig,
-        GenerationConfig,
-        Qwen2_5OmniForConditionalGeneration,
-        Qwen2_5OmniProcessor,
-        Qwen2_5OmniThinkerConfig,
-        Qwen2_5OmniThinkerForConditionalGeneration,
-        Qwen2Tokenizer,
-    )
+    import transformers
+
+    names = ["AutoConfig", "GenerationConfig", "Qwen2Tokenizer"]
+    names += [getattr(f.classes, w) for f in FAMILIES.values() for w in ("thinker", "full", "thinker_config")]
+    names += [f.classes.processor for f in FAMILIES.values()]
+    for name in names:  # one module object, as `from transformers import ...` would use
+        getattr(transformers, name)
 
 
 def _resolve_device(device: str) -> str:
@@ -88,9 +109,11 @@ def _resolve_dtype(dtype: str, device: str) -> Any:
     return getattr(torch, _DTYPES[dtype])
 
 
-def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
-    """Load a Qwen2.5-Omni thinker and its processor from a local folder or the local Hub cache."""
+def _checkpoint_family(model: str) -> tuple[ModelFamily, str]:
+    """The family and ``model_type`` of a local folder or a Hub id in the local cache (no weights read)."""
     from transformers import AutoConfig
+
+    from omniagent.checkpoint import check_checkpoint
 
     hint = (
         "Use `--model tiny` for the shipped tiny agent (`tiny-random`: random weights), point `--model` "
@@ -101,9 +124,7 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise OSError(f"{model!r} is a folder without a config.json, not a checkpoint. {hint}")
-        from omniagent.checkpoint import check_checkpoint
-
-        check_checkpoint(path)  # names every missing processor/tokenizer/template file
+        check_checkpoint(path)  # names every missing processor/tokenizer/template file, and the family
     elif model.startswith((".", "/", "~")) or model.count("/") > 1:  # a path, not a Hub id
         raise OSError(f"no checkpoint folder at {model!r}. {hint}")
     try:
@@ -113,32 +134,24 @@ def _load_pretrained(model: str, dtype: Any) -> tuple[Any, Any]:
             f"cannot load model {model!r}: not a local checkpoint folder and not available offline "
             f"({type(err).__name__}: {err}). {hint}"
         ) from err
-
-    from transformers import (
-        Qwen2_5OmniForConditionalGeneration,
-        Qwen2_5OmniProcessor,
-        Qwen2_5OmniThinkerForConditionalGeneration,
-    )
-
-    model_type = getattr(config, "model_type", None)
-    if model_type == "qwen2_5_omni_thinker":
-        net = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(model, dtype=dtype)
-    elif model_type == "qwen2_5_omni":
-        # Thinker only: the talker (speech output) is never built, so its weights are skipped.
-        full = Qwen2_5OmniForConditionalGeneration.from_pretrained(
-            model, dtype=dtype, enable_audio_output=False
-        )
-        net = full.thinker
-        if getattr(net, "generation_config", None) is not None and full.generation_config is not None:
-            net.generation_config = copy.deepcopy(full.generation_config)
-    else:
+    try:
+        family = family_for_model_type(getattr(config, "model_type", None))
+    except UnknownFamilyError as err:
         raise ValueError(
-            f"model {model!r} has model_type={model_type!r}; the transformers backend drives Qwen2.5-Omni "
-            "('qwen2_5_omni' or 'qwen2_5_omni_thinker') checkpoints. Serve other models with vLLM and use "
-            "`--backend openai --base-url ...`."
-        )
-    processor = Qwen2_5OmniProcessor.from_pretrained(model)
-    return net, processor
+            f"model {model!r}: {err}. Serve other models with vLLM and use `--backend openai --base-url ...`."
+        ) from None
+    return family, config.model_type
+
+
+def _load_family_thinker(family: ModelFamily, model: str, model_type: str, dtype: Any) -> Any:
+    """The thinker of a thinker-only or a full checkpoint (the talker is never built: its weights are skipped)."""
+    if model_type == family.thinker_model_type:
+        return family.transformers_class("thinker").from_pretrained(model, dtype=dtype)
+    full = family.transformers_class("full").from_pretrained(model, dtype=dtype, enable_audio_output=False)
+    net = full.thinker
+    if getattr(net, "generation_config", None) is not None and full.generation_config is not None:
+        net.generation_config = copy.deepcopy(full.generation_config)
+    return net
 
 
 class TransformersParams(PolicyParams):
@@ -146,8 +159,8 @@ class TransformersParams(PolicyParams):
 
     model: str = Field(
         TINY,
-        description='"tiny" (the shipped trained tiny agent), "tiny-random" (random test model), a local '
-        "checkpoint folder, or a Hub id in the local cache",
+        description='"tiny" (the shipped trained tiny agent), "tiny-random" / "tiny-random-qwen3-omni" (random '
+        "test models), a local checkpoint folder, or a Hub id in the local cache",
     )
     device: str = Field("auto", description='"auto" (CUDA when available), "cpu", "cuda" or "cuda:N"')
     dtype: str = Field(
@@ -170,18 +183,33 @@ class TransformersParams(PolicyParams):
         True, description="interleave a clip's own audio with its frames (TMRoPE)"
     )
     tiny_dir: str | None = Field(
-        None, description="cache folder for the tiny random model (default: a temp cache per seed)"
+        None, description="cache folder for a tiny random model (default: a temp cache per family and seed)"
     )
-    constrained: bool = Field(
-        False,
-        description="decode every turn under the environment's JSON schema of a well-formed turn "
-        "(xgrammar; the last turn of the budget may only answer)",
+    constrained: bool | Literal["auto"] = Field(
+        "auto",
+        description="decode every turn under the environment's JSON schema of a well-formed turn (xgrammar; "
+        'the last turn of the budget may only answer): "auto" whenever the reset info carries the schema, '
+        "true always (an episode without one is an error), false never",
+    )
+    thinking: bool | None = Field(
+        None,
+        description="the model writes a reasoning block before each turn (a thinking variant); default: "
+        "from the checkpoint name (e.g. Qwen3-Omni-30B-A3B-Thinking)",
+    )
+    max_thinking_chars: int | None = Field(
+        None, ge=0, description="cap on a reasoning block under constrained decoding (default: none)"
+    )
+    max_text_chars: int | None = Field(
+        None,
+        ge=1,
+        description="cap on the observation and thought strings under constrained decoding (default: none; "
+        f"{TINY_TEXT_CHARS} for the tiny random models, whose strings would otherwise run to the token cap)",
     )
 
 
 @register_policy("transformers")
 class TransformersPolicy(Policy):
-    """A Qwen2.5-Omni thinker run with ``transformers.generate``; parameters in :class:`TransformersParams`.
+    """An omni thinker run with ``transformers.generate``; parameters in :class:`TransformersParams`.
 
     Thread safety: every transformers class is imported at construction (transformers' lazy imports
     race when two threads first touch them), and :meth:`act` holds a per-policy lock, so one policy
@@ -205,30 +233,66 @@ class TransformersPolicy(Policy):
         self.image_pixels, self.video_pixels = p.image_pixels, p.video_pixels
         self.use_audio_in_video = p.use_audio_in_video
 
-        if p.model == TINY:
-            from omniagent.tiny_model import build_tiny_thinker
-
-            net, self.processor = build_tiny_thinker(seed=self.seed, out_dir=p.tiny_dir)
-        elif p.model == TINY_AGENT:
-            from omniagent.tiny_agent import shipped_agent_dir
-
-            net, self.processor = _load_pretrained(str(shipped_agent_dir()), self.dtype)
-        else:
-            net, self.processor = _load_pretrained(p.model, self.dtype)
+        net, self.processor = self._load(p)
         self.model = net.to(device=self.device, dtype=self.dtype).eval()
+        self.video_kwargs = model_video_kwargs(self.processor, self.model.config)
         self.generation_config = self._generation_config()
-        self.grammar = self._grammar() if p.constrained else None
+        self.constrained, self.max_thinking_chars = p.constrained, p.max_thinking_chars
+        if p.max_text_chars is None and family_for_alias(p.model) is not None:  # record what is used
+            p = self.params = p.model_copy(update={"max_text_chars": TINY_TEXT_CHARS})
+        self.max_text_chars = p.max_text_chars
+        self.grammar: TurnGrammar | None = self._grammar() if p.constrained is True else None
+        self._constraining = False  # whether the current episode decodes under the grammar
         torch.manual_seed(self.seed)
 
-    def _grammar(self) -> Any:
-        from omniagent.backends.constrained import TurnGrammar
+    def _load(self, p: TransformersParams) -> tuple[Any, Any]:
+        """The thinker and its processor; sets ``family`` and ``thinking`` first, so that a variant that
+        cannot act is refused before its weights load."""
+        tiny = family_for_alias(p.model)
+        if tiny is not None:
+            from omniagent.tiny_model import build_tiny_thinker
 
+            self.family, self.thinking = tiny, self._thinking_format(tiny, p)
+            return build_tiny_thinker(seed=self.seed, out_dir=p.tiny_dir, family=tiny)
+        name = p.model
+        if p.model == TINY_AGENT:
+            from omniagent.tiny_agent import shipped_agent_dir
+
+            name = str(shipped_agent_dir())
+        self.family, model_type = _checkpoint_family(name)
+        self.thinking = self._thinking_format(self.family, p)
+        net = _load_family_thinker(self.family, name, model_type, self.dtype)
+        return net, self.family.transformers_class("processor").from_pretrained(name)
+
+    @staticmethod
+    def _thinking_format(family: ModelFamily, p: TransformersParams) -> Any:
+        """The family's reasoning-block format when this checkpoint's variant thinks, else None."""
+        variant = family.variant(p.model, p.thinking)
+        if not variant.agent:
+            raise PolicyConfigError(f"{p.model!r} is {family.title}'s {variant.name} variant: {variant.note}")
+        if p.thinking and family.thinking is None:
+            raise PolicyConfigError(f"thinking=true: {family.title} has no thinking variant")
+        return family.thinking if variant.thinking else None
+
+    def _grammar(self) -> TurnGrammar:
         vocab = int(self.model.get_output_embeddings().weight.shape[0])
-        return TurnGrammar(self.processor.tokenizer, vocab, list(self.generation_config.eos_token_id))
+        prefix = self.thinking.grammar(self.max_thinking_chars) if self.thinking is not None else None
+        eos = list(self.generation_config.eos_token_id)
+        return TurnGrammar(
+            self.processor.tokenizer, vocab, eos, prefix=prefix, max_text_chars=self.max_text_chars
+        )
 
     def reset(self, info: dict[str, Any]) -> None:
-        if self.grammar is not None:
-            self.grammar.reset(info)
+        """Compile the episode's turn schemas when decoding is constrained (see ``constrained``)."""
+        self._constraining = False
+        if self.constrained is False:
+            return
+        if "turn_schema" not in info and self.constrained == "auto":
+            return  # not an environment episode: nothing to constrain to
+        if self.grammar is None:
+            self.grammar = self._grammar()
+        self.grammar.reset(info)  # raises ConstraintUnavailable without the schema (constrained=True)
+        self._constraining = True
 
     def _generation_config(self) -> Any:
         from transformers import GenerationConfig
@@ -270,6 +334,7 @@ class TransformersPolicy(Policy):
             image_pixels=self.image_pixels,
             video_pixels=self.video_pixels,
             allow_audio_in_video=self.use_audio_in_video,
+            video_kwargs=self.video_kwargs,
         )
         inputs: dict[str, Any] = {}
         for key, value in batch.items():
@@ -280,8 +345,12 @@ class TransformersPolicy(Policy):
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
         extra: dict[str, Any] = {}
-        if self.grammar is not None:  # the processor masks logits; out.logits stay the model's own
+        if self._constraining and self.grammar is not None:  # masks logits; out.logits stay the model's own
             extra["logits_processor"] = [self.grammar.next_processor()]
+        elif self.constrained is True:
+            raise ConstraintUnavailable(
+                "constrained=true but no episode was reset with the env's turn schema"
+            )
         try:
             with torch.inference_mode():
                 out = self.model.generate(**inputs, generation_config=self.generation_config, **extra)
@@ -294,9 +363,11 @@ class TransformersPolicy(Policy):
         logits = torch.stack([step[0] for step in out.logits])  # (steps, vocab)
         logprobs, entropies = token_stats_from_logits(logits, new_ids[:steps])
         text = self.processor.tokenizer.decode(new_ids, skip_special_tokens=True)
+        thinking, text = self.thinking.split(text) if self.thinking is not None else (None, text)
         entropy_list = entropies.tolist()
         return TurnOutput(
             text=text,
+            thinking=thinking,
             token_logprobs=logprobs.tolist(),
             token_entropies=entropy_list,
             entropy=float(sum(entropy_list) / len(entropy_list)) if entropy_list else None,

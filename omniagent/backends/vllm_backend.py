@@ -1,4 +1,4 @@
-"""Run a Qwen2.5-Omni (thinker) with vLLM's offline engine, ``vllm.LLM``.
+"""Run an omni thinker (Qwen2.5-Omni, Qwen3-Omni) with vLLM's offline engine, ``vllm.LLM``.
 
 vLLM is an optional extra (``pip install omniagent[vllm]``) and is imported only when a
 :class:`VLLMPolicy` is constructed; this module imports without it. The message -> request
@@ -8,7 +8,14 @@ conversion, :func:`build_vllm_request`, is pure and needs only a processor (for 
 * ``multi_modal_data``: ``{"image": [HxWx3 uint8, ...], "video": [TxHxWx3 uint8, ...],
   "audio": [(float32 array, 16000), ...]}`` in placeholder order (only non-empty keys).
 * ``mm_processor_kwargs``: ``fps`` of the videos and ``use_audio_in_video=True`` when a clip's own
-  audio is interleaved (its audio is then listed in ``"audio"`` at the clip's position).
+  audio is interleaved (its audio is then listed in ``"audio"`` at the clip's position), with
+  ``second_per_grid_ts``: vLLM's Qwen-Omni thinkers order an interleaved clip's frames and audio by
+  that value, read from these kwargs, and assume 1 s (2 s in some releases) per temporal grid without
+  it; the Hugging Face processor ignores the key.
+
+The chat template and placeholders are the checkpoint's own, so the same builder serves every family
+of :mod:`omniagent.families`; a thinking variant's reasoning block is cut off the text the environment
+parses and returned as ``TurnOutput.thinking``.
 
 vLLM returns only the top-k log-probs per step (``max_logprobs``, default 20), so the entropy is the
 shared top-k estimate of :mod:`omniagent.backends.entropy` (a lower bound), recorded as
@@ -28,7 +35,8 @@ from envs.messages import SAMPLE_RATE, Message
 from omniagent.backends.constrained import ConstraintUnavailable, TurnSchemas
 from omniagent.backends.convert import plan_messages, render_prompt
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
-from omniagent.policy import Policy, PolicyParams, TurnOutput, register_policy
+from omniagent.families import family_for_processor
+from omniagent.policy_base import Policy, PolicyParams, TurnOutput, register_policy
 
 INSTALL_HINT = "vLLM is not installed; install the extra with `pip install omniagent[vllm]`"
 
@@ -70,6 +78,8 @@ def build_vllm_request(
             plan.notes.append(f"videos have different frame rates; vLLM gets fps={kwargs['fps']} for all")
         if plan.use_audio_in_video:
             kwargs["use_audio_in_video"] = True
+            patch = getattr(processor.video_processor, "temporal_patch_size", 2)
+            kwargs["second_per_grid_ts"] = [patch / v.fps for v in plan.videos]
     request: dict[str, Any] = {"prompt": prompt}
     if data:
         request["multi_modal_data"] = data
@@ -82,7 +92,7 @@ class VLLMParams(PolicyParams):
     """Parameters of :class:`VLLMPolicy`."""
 
     model: str = Field(
-        description="Hub id or local folder of a Qwen2.5-Omni checkpoint (vLLM runs its thinker)"
+        description="Hub id or local folder of a Qwen2.5-Omni or Qwen3-Omni checkpoint (vLLM runs its thinker)"
     )
     temperature: float = Field(0.0, ge=0, description="0 decodes greedily")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus mass when sampling")
@@ -105,6 +115,11 @@ class VLLMParams(PolicyParams):
         description="decode every turn under the environment's JSON schema of a valid turn (vLLM "
         "structured outputs); the last turn of the budget may only answer",
     )
+    thinking: bool | None = Field(
+        None,
+        description="the model writes a reasoning block before each turn (a thinking variant); default: "
+        "from the checkpoint name (e.g. Qwen3-Omni-30B-A3B-Thinking)",
+    )
 
 
 def structured_output_kwargs(vllm: Any, schema: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +138,7 @@ def structured_output_kwargs(vllm: Any, schema: dict[str, Any]) -> dict[str, Any
 
 @register_policy("vllm")
 class VLLMPolicy(Policy):
-    """A Qwen2.5-Omni thinker on vLLM's offline engine; parameters in :class:`VLLMParams`."""
+    """An omni thinker on vLLM's offline engine; parameters in :class:`VLLMParams`."""
 
     name = "vllm"
     Params = VLLMParams
@@ -142,6 +157,8 @@ class VLLMPolicy(Policy):
         self.use_audio_in_video = p.use_audio_in_video
         self.mm_processor_kwargs = dict(p.mm_processor_kwargs)
         self.processor = AutoProcessor.from_pretrained(p.model)
+        family = family_for_processor(self.processor)
+        self.thinking = family.thinking if family.variant(p.model, p.thinking).thinking else None
         engine: dict[str, Any] = {
             "model": p.model,
             "seed": p.seed,
@@ -185,8 +202,11 @@ class VLLMPolicy(Policy):
         result = self.llm.generate([request], sampling_params=params, use_tqdm=False)[0]
         completion = result.outputs[0]
         token_logprobs, entropies = step_stats(completion.token_ids, completion.logprobs or [])
+        text = completion.text
+        thinking, text = self.thinking.split(text) if self.thinking is not None else (None, text)
         return TurnOutput(
-            text=completion.text,
+            text=text,
+            thinking=thinking,
             token_logprobs=token_logprobs or None,
             token_entropies=entropies or None,
             entropy=sum(entropies) / len(entropies) if entropies else None,

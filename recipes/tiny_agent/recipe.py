@@ -164,8 +164,9 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
         args.out / "synth_blind" / "tasks.jsonl",
         args.out / "eval",
     )
-    free = {"model": str(args.out / "agent"), "max_new_tokens": args.max_new_tokens, "device": "cpu"}
-    agent = {**free, "constrained": bool(args.constrained)}
+    base = {"model": str(args.out / "agent"), "max_new_tokens": args.max_new_tokens, "device": "cpu"}
+    free = {**base, "constrained": False}  # the backend decodes under the turn schema unless told not to
+    agent = {**base, "constrained": bool(args.constrained)}
     return {
         "agent": (held, runs / "agent", "transformers", agent),
         "agent_blind": (blind, runs / "agent_blind", "transformers", agent),

@@ -197,9 +197,10 @@ def run_seed(args: argparse.Namespace, seed: int, media_dir: Path) -> Measure:
     from omniagent.policy import make_policy
 
     tasks = make_media(media_dir, args.episodes, args.duration, seed)
-    model = make_policy(
-        "transformers", model="tiny-random", device=args.device, max_new_tokens=args.max_new_tokens, seed=seed
-    )
+    model = make_policy(  # free decoding, as the recorded figures were measured (the backend constrains by default)
+        "transformers", model="tiny-random", device=args.device, max_new_tokens=args.max_new_tokens, seed=seed,
+        constrained=False,
+    )  # fmt: skip
     prompt_seconds = time_prompt_builds()
     env = OmniVideoEnv()
     texts = workload_texts(args.duration)

@@ -154,7 +154,7 @@ def test_the_agent_rows_decode_under_the_turn_schema_and_free_decoding_is_a_row_
 ) -> None:
     rows = run_rows(parse_args(["--out", str(tmp_path)]))
     assert rows["agent"][3]["constrained"] is True and rows["agent_blind"][3] == rows["agent"][3]
-    assert "constrained" not in rows["agent_free"][3] and rows["agent_free"][0] == rows["agent"][0]
+    assert rows["agent_free"][3]["constrained"] is False and rows["agent_free"][0] == rows["agent"][0]
     assert (
         rows["agent_free_blind"][3] == rows["agent_free"][3]
         and rows["agent_free_blind"][0] == rows["agent_blind"][0]
