@@ -11,18 +11,27 @@ import time
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from envs.jsonl import read_jsonl, write_atomic
 from envs.tasks import Task
 from omniagent.trajectory import Trajectory
 
-if TYPE_CHECKING:
-    from omniagent.eval.config import EvalConfig
-
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 RUN_META = "run.json"
+
+
+class RunSettings(Protocol):
+    """What the rows and the fingerprint need of a run's config (:class:`omniagent.eval.config.EvalConfig`
+    has it; this module does not import the config, so the two never import each other)."""
+
+    mode: str
+    policy: str
+    max_turns: int | None
+    allow_config_change: bool
+
+    def fingerprint(self) -> dict[str, Any]: ...
 
 
 class ConfigMismatchError(RuntimeError):
@@ -45,7 +54,7 @@ def _task_fields(task: Task) -> dict[str, Any]:
     }
 
 
-def result_row(task: Task, traj: Trajectory, cfg: EvalConfig, started: float) -> dict[str, Any]:
+def result_row(task: Task, traj: Trajectory, cfg: RunSettings, started: float) -> dict[str, Any]:
     """One ``results.jsonl`` row: the task, what the episode did, and what it cost."""
     media_info = traj.meta.get("media_info") or {}
     turn_errors = Counter(t.error for t in traj.turns if t.error)
@@ -92,7 +101,7 @@ def result_row(task: Task, traj: Trajectory, cfg: EvalConfig, started: float) ->
     }
 
 
-def error_row(task: Task, cfg: EvalConfig, exc: BaseException, started: float) -> dict[str, Any]:
+def error_row(task: Task, cfg: RunSettings, exc: BaseException, started: float) -> dict[str, Any]:
     return {
         **_task_fields(task),
         "duration": task.duration,
@@ -132,7 +141,7 @@ def load_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def check_fingerprint(out: Path, cfg: EvalConfig) -> dict[str, Any]:
+def check_fingerprint(out: Path, cfg: RunSettings) -> dict[str, Any]:
     meta_path = out / RUN_META
     fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
     digest = hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
