@@ -141,10 +141,16 @@ def load_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def fingerprint_digest(cfg: RunSettings) -> str:
+    """A short digest of everything that changes a run's numbers (:meth:`EvalConfig.fingerprint`)."""
+    fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
+    return hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def check_fingerprint(out: Path, cfg: RunSettings) -> dict[str, Any]:
     meta_path = out / RUN_META
     fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
-    digest = hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = fingerprint_digest(cfg)
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
         if old.get("digest") != digest and not cfg.allow_config_change:

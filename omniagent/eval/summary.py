@@ -32,6 +32,7 @@ __all__ = [
     "DEFAULT_DURATION_BINS",
     "compare",
     "duration_bin",
+    "headline",
     "load_summary",
     "make_console",
     "print_compare",
@@ -331,6 +332,20 @@ def print_eval_summary(summary: dict[str, Any], console: Any = None) -> None:
             f"[yellow]{summary['unscored']} answer(s) could not be scored (free-form without a judge) "
             "and are left out of the score[/yellow]"
         )
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """The run in one line: score with its interval, counts, answer rate, frames and turns per task."""
+    answered = summary["answer_rate"].get("mean")
+    cost = summary.get("cost") or {}
+    tokens = cost.get("tokens_per_task")
+    return (
+        f"{summary.get('name') or 'run'}: score {_ci(summary['score'])} on {summary['n']} task(s) "
+        f"({summary['n_failed']} failed, {summary['n_error']} errors); answered "
+        f"{'-' if answered is None else f'{100 * answered:.0f}%'}; {_num(summary['frames_used'].get('mean'))} "
+        f"frames, {_num(summary['turns'].get('mean'))} turns per task"
+        + (f"; {tokens:,.0f} tokens per task" if tokens is not None else "")
+    )
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
