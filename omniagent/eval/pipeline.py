@@ -97,6 +97,13 @@ def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: 
     write_summary(summary, ecfg.out_dir)
     if console is not None:
         print_eval_summary(summary, console)
+        for url, c in (report.endpoints or {}).items():
+            health = "up" if c["up"] else f"DOWN ({c['last_error']})"
+            console.print(
+                f"endpoint {url}: {c['requests']} request(s), {c['ok']} ok, {c['failed']} failed, "
+                f"taken out {c['times_down']} time(s); {health}",
+                highlight=False,
+            )
         console.print(f"wrote {ecfg.out_dir} (results.jsonl, trajectories.jsonl, summary.json, summary.csv)")
         console.print(headline(summary), highlight=False)
     return summary

@@ -23,6 +23,7 @@ with a different config into the same folder is refused, so one folder never mix
 
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from collections import Counter
@@ -47,6 +48,8 @@ from omniagent.trajectory import Trajectory, TurnRecord
 
 __all__ = ["PolicyStreakError", "RunReport", "policy_factory_for", "run_eval"]
 
+log = logging.getLogger(__name__)
+
 
 class PolicyStreakError(RuntimeError):
     """The policy failed on many tasks in a row (a dead server): the run stops instead of failing them all."""
@@ -62,6 +65,29 @@ class RunReport(BaseModel):
     seconds: float
     results: str
     trajectories: str
+    endpoints: dict[str, dict[str, Any]] | None = None  # per endpoint of a server backend, this run's counts
+
+
+def endpoint_stats(policies: list[Any]) -> dict[str, dict[str, Any]] | None:
+    """The endpoints' counts and health of a server backend (``endpoint_stats()``), else None."""
+    for policy in policies:
+        stats = getattr(policy, "endpoint_stats", None)
+        if callable(stats):
+            return stats()
+    return None
+
+
+def endpoint_delta(
+    before: dict[str, dict[str, Any]] | None, after: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]] | None:
+    """This run's share of the process-wide endpoint counts (health as it is at the end)."""
+    if after is None:
+        return None
+    counted = ("requests", "ok", "failed", "times_down")
+    return {
+        url: {k: (v - (before or {}).get(url, {}).get(k, 0) if k in counted else v) for k, v in now.items()}
+        for url, now in after.items()
+    }
 
 
 def policy_factory_for(cfg: EvalConfig) -> Callable[[], Policy]:
@@ -272,14 +298,20 @@ def run_eval(
         )
         todo = [t for t in tasks if t.id not in done]
         run = _Run(cfg, batch, [])
+        endpoints = before = None
         try:
             for _ in range(min(cfg.workers, len(todo))):  # built here, before any worker thread starts
                 run.add_worker(_Worker(cfg, wrap_judge(judge), factory()))
+            before = endpoint_stats([w.policy for w in run.workers])
             if todo:
                 _play_all(
                     run, todo, [done[t.id]["reward"] for t in tasks if t.id in done], len(tasks), on_row
                 )
         finally:
+            endpoints = endpoint_delta(before, endpoint_stats([w.policy for w in run.workers]))
+            if endpoints:
+                for url, c in endpoints.items():
+                    log.info("endpoint %s: %s", url, c)
             run.close()
     return RunReport(
         out_dir=str(out),
@@ -291,4 +323,5 @@ def run_eval(
         seconds=round(time.perf_counter() - t_start, 3),
         results=str(out / RESULTS),
         trajectories=str(out / TRAJECTORIES),
+        endpoints=endpoints,
     )
