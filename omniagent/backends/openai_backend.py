@@ -91,6 +91,9 @@ class OpenAIParams(PolicyParams):
     seed: int | None = Field(0, description="sampling seed sent with each request (None: not sent)")
     max_tokens: int = Field(1024, ge=1, description="cap on generated tokens per turn")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus mass (None: the server's default)")
+    top_k: int | None = Field(
+        None, ge=1, description="sample from the k most likely tokens; sent as an extra field (vLLM, SGLang)"
+    )
     timeout: float = Field(
         300.0, gt=0, description="deadline in seconds for a whole request, retries included"
     )
@@ -169,6 +172,7 @@ class OpenAIPolicy(Policy):
         self.base_url = self.urls[0]
         self.pool: EndpointPool = shared_pool(self.urls, p.cooldown)
         self.timeout = p.timeout
+        self.seed = p.seed  # the eval runner sets a sample's own seed here per episode
         self._logprobs_ok = p.top_logprobs > 0
         self._server: ServerKind = p.server
         self._listed: list[Any] | None = None
@@ -334,6 +338,8 @@ class OpenAIPolicy(Policy):
             clip_as=clip_as,
         )
         extra = dict(p.extra_body)
+        if p.top_k is not None:
+            extra.setdefault("top_k", p.top_k)
         if flags["video"] and vllm:
             mm = dict(extra.get("mm_processor_kwargs") or {})
             mm.setdefault("use_audio_in_video", flags["audio_in_video"])
@@ -347,8 +353,8 @@ class OpenAIPolicy(Policy):
             "temperature": p.temperature,
             "max_tokens": p.max_tokens,
         }
-        if p.seed is not None:
-            kwargs["seed"] = p.seed
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
         if p.top_p is not None:
             kwargs["top_p"] = p.top_p
         if self._logprobs_ok:
@@ -420,6 +426,8 @@ class OpenAIPolicy(Policy):
             entropy=float(np.mean(entropies)) if entropies else None,
             entropy_estimator=TOPK_ESTIMATOR if entropies else None,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            # without usage, the log-probs still list one entry per generated token
+            completion_tokens=getattr(usage, "completion_tokens", None)
+            or (len(token_lps) if token_lps else None),
             model_seconds=seconds,
         )

@@ -70,7 +70,8 @@ def merge_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="the merged run folder (e.g. runs/eval/NAME)")
     ap.add_argument("--quiet", action="store_true", help="print only the merge report and one summary line")
     args = ap.parse_args(argv)
-    from omniagent.eval.summary import headline, make_console, print_eval_summary
+    from omniagent.eval.headline import headline
+    from omniagent.eval.summary import make_console, print_eval_summary
 
     console = make_console()
     try:
@@ -81,7 +82,7 @@ def merge_main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print_eval_summary(summary, console)
     console.print(report.describe(), highlight=False)
-    console.print(headline(summary), highlight=False)
+    console.print(headline(summary), highlight=False, soft_wrap=True)
     return 0 if report.complete else 3
 
 

@@ -25,6 +25,7 @@ from omniagent.eval.config import (
 from omniagent.eval.judges import make_judge
 from omniagent.eval.results import RESULTS, fingerprint_digest, load_rows
 from omniagent.eval.runner import run_eval
+from omniagent.eval.samples import sample_tasks
 from omniagent.eval.shards import Shard, write_manifest
 
 __all__ = ["load_tasks_from_config", "run_from_config", "run_one", "train_tasks"]
@@ -80,7 +81,8 @@ def summary_options(cfg: Any) -> dict[str, Any]:
 def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: str,
             console: Any = None) -> dict[str, Any]:  # fmt: skip
     """Run (or resume) one eval into ``ecfg.out_dir``, then write and return its summary."""
-    from omniagent.eval.summary import headline, print_eval_summary, summarize, write_summary
+    from omniagent.eval.headline import headline
+    from omniagent.eval.summary import print_eval_summary, summarize, write_summary
 
     report = run_eval(tasks, ecfg, judge=judge)
     ids = {t.id for t in tasks}
@@ -104,8 +106,12 @@ def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: 
                 f"taken out {c['times_down']} time(s); {health}",
                 highlight=False,
             )
-        console.print(f"wrote {ecfg.out_dir} (results.jsonl, trajectories.jsonl, summary.json, summary.csv)")
-        console.print(headline(summary), highlight=False)
+        console.print(
+            f"wrote {ecfg.out_dir} (results.jsonl, trajectories.jsonl, summary.json, summary.csv)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(headline(summary), highlight=False, soft_wrap=True)
     return summary
 
 
@@ -151,6 +157,7 @@ def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any =
     if cfg.get("circular"):  # every multiple-choice question under each rotation of its choices
         tasks = circular_tasks(tasks)
     ecfg = eval_config_from(cfg)
+    tasks = sample_tasks(tasks, ecfg.samples)  # samples=k: each question k times, ids ID#s0 ... ID#s{k-1}
     name = str(cfg.get("run_name") or out.name)
     all_keys = [t.id for t in tasks] + [m.task_id for m in loaded.missing]
     tasks, ecfg = _shard_tasks(cfg, tasks, all_keys, ecfg, name, console)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from envs.jsonl import read_jsonl, write_atomic
 from envs.tasks import Task
+from omniagent.eval.accounting import usage_fields
 from omniagent.trajectory import Trajectory
 
 RESULTS = "results.jsonl"
@@ -51,6 +52,12 @@ def _task_fields(task: Task) -> dict[str, Any]:
         "media": task.media,
         "category": task.extra.get("category") or task.extra.get("template"),
         "duration_label": task.extra.get("duration_label"),
+        # samples=k: which question and which of its samples (omniagent/eval/samples.py)
+        **(
+            {"base_id": task.extra["base_id"], "sample": task.extra["sample"]}
+            if "sample" in task.extra
+            else {}
+        ),
     }
 
 
@@ -96,6 +103,7 @@ def result_row(task: Task, traj: Trajectory, cfg: RunSettings, started: float) -
         "model_seconds": round(traj.model_seconds, 4),
         "env_seconds": round(traj.env_seconds, 4),
         "wall_seconds": round(traj.wall_seconds, 4),
+        **usage_fields(traj, int(traj.meta.get("tokens_counted_turns") or 0)),
         "started_at": round(started, 3),
         "finished_at": round(time.time(), 3),
     }
@@ -128,6 +136,9 @@ def error_row(task: Task, cfg: RunSettings, exc: BaseException, started: float) 
         "model_seconds": 0.0,
         "env_seconds": 0.0,
         "wall_seconds": round(time.time() - started, 4),
+        "prompt_tokens": None,
+        "tokens_counted_turns": 0,
+        "clip_seconds": 0.0,
         "started_at": round(started, 3),
         "finished_at": round(time.time(), 3),
     }

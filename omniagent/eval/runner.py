@@ -38,11 +38,13 @@ from envs.env import OmniVideoEnv
 from envs.errors import MediaError
 from envs.tasks import Task
 from omniagent.episode import EpisodeInterrupted, run_episode
+from omniagent.eval.accounting import MeteredPolicy
 from omniagent.eval.batch import ErrorStreak, ResumableBatch
 from omniagent.eval.config import EvalConfig
 from omniagent.eval.judges import JudgeError, wrap_judge
 from omniagent.eval.passive import run_passive_episode
 from omniagent.eval.results import RESULTS, TRAJECTORIES, check_fingerprint, error_row, result_row
+from omniagent.eval.samples import episode_seed
 from omniagent.policy import Policy, make_policy
 from omniagent.trajectory import Trajectory, TurnRecord
 
@@ -93,7 +95,12 @@ def endpoint_delta(
 def policy_factory_for(cfg: EvalConfig) -> Callable[[], Policy]:
     """Builds ``cfg.policy`` from the registry; the run's temperature, seed and limits go to backends
     that declare them (:func:`omniagent.policy.make_policy` validates everything else)."""
-    shared = {"temperature": cfg.temperature, "seed": cfg.seed, "limits": dict(cfg.limits)}
+    shared = {
+        "temperature": cfg.temperature,
+        "seed": cfg.seed,
+        "limits": dict(cfg.limits),
+        **cfg.protocol.sampling(),  # top_p, top_k, max_tokens of a protocol that sets them
+    }
     shared = {k: v for k, v in shared.items() if v is not None}
     return lambda: make_policy(cfg.policy, shared=shared, **cfg.policy_kwargs)
 
@@ -103,7 +110,7 @@ class _Worker:
 
     def __init__(self, cfg: EvalConfig, judge: Any, policy: Policy) -> None:
         self.env = OmniVideoEnv(limits=cfg.limits, judge=judge)
-        self.policy = policy
+        self.policy = MeteredPolicy(policy)  # fills token counts a backend does not report
 
     def close(self) -> None:
         self.env.close()
@@ -152,18 +159,24 @@ class _Run:
     def episode(self, w: _Worker, task: Task, turns: list[TurnRecord]) -> Trajectory:
         """The task's trajectory; each finished turn is also appended to ``turns`` as it happens."""
         cfg = self.cfg
+        seed = episode_seed(cfg.seed, task)
+        if seed != cfg.seed and hasattr(w.policy, "seed"):  # a sample of a question: its own draw
+            w.policy.seed = seed
         if cfg.mode == "passive":
-            return run_passive_episode(
-                w.env, w.policy, task.env_options(), cfg.passive, episode_id=task.id, seed=cfg.seed
+            traj = run_passive_episode(
+                w.env, w.policy, task.env_options(), cfg.passive, episode_id=task.id, seed=seed
             )
-        return run_episode(
-            w.env,
-            w.policy,
-            task.env_options(cfg.max_turns),
-            episode_id=task.id,
-            seed=cfg.seed,
-            on_turn=lambda rec, _percept: turns.append(rec),
-        )
+        else:
+            traj = run_episode(
+                w.env,
+                w.policy,
+                task.env_options(cfg.task_turn_budget(task)),
+                episode_id=task.id,
+                seed=seed,
+                on_turn=lambda rec, _percept: turns.append(rec),
+            )
+        traj.meta["tokens_counted_turns"] = w.policy.counted_turns
+        return traj
 
     def play(self, task: Task) -> dict[str, Any]:
         """Play one task on an idle worker and commit it (runs in a worker thread)."""

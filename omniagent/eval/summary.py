@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from omniagent.eval.accounting import cost_summary
 from omniagent.eval.intervals import bootstrap_ci, cluster_bootstrap_ci
+from omniagent.eval.samples import base_id, samples_summary
 
 __all__ = [
     "DEFAULT_DURATION_BINS",
     "compare",
     "duration_bin",
-    "headline",
     "load_summary",
     "make_console",
     "print_compare",
@@ -161,6 +162,12 @@ def summarize(
     by_type = groups(lambda r: r.get("task_type"))
     for kind, g in by_type.items():
         g["metric"] = TASK_METRICS.get(kind, "score")
+    samples = samples_summary(rows, n_boot=n_boot, seed=seed)
+    score = bootstrap_ci([r["reward"] for r in scored], n_boot, seed)
+    if samples is not None:  # k runs of a question are not independent: resample questions
+        score = cluster_bootstrap_ci(
+            [r["reward"] for r in scored], [base_id(r) for r in scored], n_boot, seed
+        )
 
     return {
         "name": name,
@@ -169,7 +176,7 @@ def summarize(
         "n_failed": sum(r.get("status") == "failed" for r in rows),
         "n_error": sum(r.get("status") == "error" for r in rows),
         "unscored": len(rows) - len(scored),
-        "score": bootstrap_ci([r["reward"] for r in scored], n_boot, seed),
+        "score": score,
         "score_ok": bootstrap_ci([r["reward"] for r in scored_ok], n_boot, seed),
         "answer_rate": bootstrap_ci([float(r.get("answered") or 0) for r in rows], n_boot, seed),
         "frames_used": bootstrap_ci([r.get("frames_used", 0) for r in attempted], n_boot, seed),
@@ -196,6 +203,8 @@ def summarize(
         "action_share": {k: round(v / n_actions, 4) for k, v in actions.most_common()} if n_actions else {},
         "error_codes": dict(errors.most_common()),
         "stop_reasons": dict(Counter(str(r.get("stop_reason")) for r in rows).most_common()),
+        "cost": cost_summary(rows),
+        "samples": samples,
         "bootstrap": {"n_boot": n_boot, "seed": seed, "level": 0.95, "method": "BCa", "order": "task id"},
         "duration_bins": [float(e) for e in duration_bins],
     }
@@ -332,20 +341,6 @@ def print_eval_summary(summary: dict[str, Any], console: Any = None) -> None:
             f"[yellow]{summary['unscored']} answer(s) could not be scored (free-form without a judge) "
             "and are left out of the score[/yellow]"
         )
-
-
-def headline(summary: dict[str, Any]) -> str:
-    """The run in one line: score with its interval, counts, answer rate, frames and turns per task."""
-    answered = summary["answer_rate"].get("mean")
-    cost = summary.get("cost") or {}
-    tokens = cost.get("tokens_per_task")
-    return (
-        f"{summary.get('name') or 'run'}: score {_ci(summary['score'])} on {summary['n']} task(s) "
-        f"({summary['n_failed']} failed, {summary['n_error']} errors); answered "
-        f"{'-' if answered is None else f'{100 * answered:.0f}%'}; {_num(summary['frames_used'].get('mean'))} "
-        f"frames, {_num(summary['turns'].get('mean'))} turns per task"
-        + (f"; {tokens:,.0f} tokens per task" if tokens is not None else "")
-    )
 
 
 def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool | None:
