@@ -199,9 +199,8 @@ class OpenAIPolicy(Policy):
         deadline = time.monotonic() + seconds
         tried: set[str] = set()
         for attempt in range(p.retries + len(self.urls)):
-            wait = self.pool.wait_hint()  # every endpoint is out: wait for the first back, if in time
-            if wait and time.monotonic() + wait < deadline:
-                time.sleep(wait)
+            if attempt and not self.pool.has_fresh(tried):  # no other endpoint to turn to: back off
+                time.sleep(max(0.0, min(self.pool.retry_pause(attempt), deadline - time.monotonic() - 0.05)))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break

@@ -15,8 +15,9 @@ same endpoints):
   doubles with each failure in a row (1 s, 2 s, 4 s ... up to ``cooldown``) and the request is tried
   on another endpoint, within the request's deadline; once the cool-down ends, the next request probes
   it, and a success puts it back;
-- when every endpoint is out, a request waits for the first to come back (if that is within its
-  deadline);
+- a request never waits for a cool-down before its first try (with every endpoint out, its try is the
+  probe); a retry with no fresh endpoint to turn to backs off first (0.5 s, doubling, at most 8 s, within
+  the deadline), so one dead server is skipped at once while a single flaky one is not hammered;
 - each change of health is logged (``omniagent.backends.openai_endpoints``), and :meth:`stats` gives
   per-endpoint counts for the run's summary.
 """
@@ -37,6 +38,8 @@ __all__ = ["Endpoint", "EndpointPool", "client_for", "retriable", "run_on_loop",
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 FIRST_COOLDOWN = 1.0  # seconds an endpoint is out after its first failure in a row
+RETRY_PAUSE = 0.5  # a retry's first back-off when no other endpoint is up (doubling, at most MAX_PAUSE)
+MAX_PAUSE = 8.0
 
 
 class _Loop:
@@ -142,11 +145,16 @@ class EndpointPool:
             pick.requests += 1
             return pick
 
-    def wait_hint(self) -> float:
-        """Seconds until some endpoint is up (0 when one is)."""
+    def has_fresh(self, avoid: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Whether an endpoint is up that is not in ``avoid``."""
         with self._lock:
             now = time.monotonic()
-            return max(0.0, min(e.down_until for e in self.endpoints) - now)
+            return any(e.up(now) and e.url not in avoid for e in self.endpoints)
+
+    @staticmethod
+    def retry_pause(attempt: int) -> float:
+        """The back-off before retry number ``attempt`` (1-based) when no fresh endpoint is up."""
+        return min(MAX_PAUSE, RETRY_PAUSE * 2 ** (attempt - 1))
 
     def release(self, ep: Endpoint, error: BaseException | None = None, take_out: bool = False) -> None:
         """Record a try's outcome; ``take_out`` (a retriable failure) starts the endpoint's cool-down."""
