@@ -237,6 +237,9 @@ def measure(args: argparse.Namespace, tasks: list[Any], work: Path) -> list[dict
     from omniagent.backends.openai_backend import OpenAIPolicy
 
     duration = float(tasks[0].duration or args.duration)
+    one_run(
+        tasks[:1], 1, work / "warm-up", lambda: InstantPolicy(duration), "instant"
+    )  # imports, first opens
     ceiling: dict[int, dict[str, Any]] = {}
     for w in args.workers:
         n = episodes(args, w)
@@ -245,6 +248,10 @@ def measure(args: argparse.Namespace, tasks: list[Any], work: Path) -> list[dict
     for latency in args.latencies:
         server = ServerProcess(latency, duration)
         try:
+            warm = OpenAIPolicy(model="bench", base_url=server.url, retries=1, timeout=120)
+            warm.act(
+                [{"role": "user", "content": [{"type": "text", "text": "warm-up"}]}]
+            )  # imports, connection
             for w in args.workers:
                 n = episodes(args, w)
                 s0 = server.cpu_seconds()
