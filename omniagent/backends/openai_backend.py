@@ -41,7 +41,6 @@ Every failure (no server, time-out, HTTP error, empty or malformed reply) raises
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
@@ -55,18 +54,13 @@ from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
 from omniagent.backends.openai_endpoints import EndpointPool, client_for, retriable, run_on_loop, shared_pool
 from omniagent.backends.openai_errors import connection_cut, request_url, root_cause, server_message
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
+from omniagent.eval.judges import api_key_or_env as api_key_or_env  # one rule for the agent and the judge
 from omniagent.policy import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 ServerKind = Literal["auto", "vllm", "generic"]
 T = TypeVar("T")
 LIST_TIMEOUT = 10.0  # most seconds a /models request may take
-
-
-def api_key_or_env(key: str | None) -> str:
-    """The key given, else ``$OPENAI_API_KEY`` (the openai library's own variable), else ``EMPTY``
-    (what local vLLM and ``transformers serve`` accept): one rule for the agent and the judge."""
-    return key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
 
 
 class OpenAIParams(PolicyParams):
