@@ -38,7 +38,7 @@ def test_server_and_instant_policy_play_the_same_workload(tmp_path: Path) -> Non
         assert server.cpu_seconds() > 0
     finally:
         server.close()
-    assert served["turns"] == instant["turns"]  # the server read the turn from the context, like the policy
+    assert served["turns"] == instant["turns"] and served["failed"] == instant["failed"] == 0  # same episodes
     assert len(builds) == served["turns"] and all(b > 0 for b in builds)
     row = bench.row_text(
         {**served, "latency": 0.5, "workers": 2, "server_cpu": 0.1, "build_ms": 1.0, "ceiling": instant}

@@ -216,10 +216,11 @@ def one_run(tasks: list[Any], workers: int, out: Path, factory: Any, policy: str
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     rows = load_rows(out / "results.jsonl")
     bad = [r for r in rows if r["status"] != "ok" or not r["answered"]]
-    if bad:
-        raise RuntimeError(f"{len(bad)} episode(s) did not finish cleanly, first: {bad[0].get('error')}")
-    turns = sum(r["turns"] for r in rows)
+    if bad:  # counted and shown; their turns still count (a failed request ends its episode)
+        print(f"  {len(bad)} episode(s) did not finish cleanly, first: {bad[0].get('error')}", flush=True)
+    turns = max(1, sum(r["turns"] for r in rows))
     return {
+        "failed": len(bad),
         "turns": turns,
         "wall": wall,
         "cpu": cpu,
@@ -269,7 +270,8 @@ def measure(args: argparse.Namespace, tasks: list[Any], work: Path) -> list[dict
 
 HEADER = (
     f"{'latency':>7} {'workers':>7} {'turns/s':>8} {'ideal':>7} {'decode':>7} {'eff.':>5}  "
-    f"{'cpu ms/turn':>11} {'decode-run cpu':>14} {'server':>6} {'env ms':>6} {'build ms':>8} {'rtt-lat ms':>10}"
+    f"{'cpu ms/turn':>11} {'decode-run cpu':>14} {'server':>6} {'env ms':>6} {'build ms':>8} {'rtt-lat ms':>10} "
+    f"{'failed':>6}"
 )
 
 
@@ -283,7 +285,7 @@ def row_text(r: dict[str, Any]) -> str:
         f"{r['latency']:>6g}s {r['workers']:>7} {rate:>8.1f} {ideal:>7.0f} {decode:>7.1f} {eff:>5.0%}  "
         f"{1e3 * r['cpu'] / r['turns']:>11.1f} {1e3 * r['ceiling']['cpu'] / r['ceiling']['turns']:>14.1f} "
         f"{1e3 * r['server_cpu'] / r['turns']:>6.1f} {r['env_ms']:>6.1f} "
-        f"{r['build_ms']:>8.1f} {r['model_ms'] - 1e3 * r['latency']:>10.1f}"
+        f"{r['build_ms']:>8.1f} {r['model_ms'] - 1e3 * r['latency']:>10.1f} {r['failed']:>6}"
     )
 
 
