@@ -121,6 +121,32 @@ def _group(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]
     }
 
 
+def _time(rows: list[dict[str, Any]], attempted: list[dict[str, Any]]) -> dict[str, Any]:
+    """Model and environment seconds in all, the model's share, and per attempted task."""
+    model_s = sum(r.get("model_seconds", 0.0) for r in rows)
+    env_s = sum(r.get("env_seconds", 0.0) for r in rows)
+    return {
+        "model_seconds": round(model_s, 3),
+        "env_seconds": round(env_s, 3),
+        "model_share": round(model_s / (model_s + env_s), 4) if model_s + env_s > 0 else None,
+        "model_seconds_per_task": _mean([r.get("model_seconds", 0.0) for r in attempted]),
+        "env_seconds_per_task": _mean([r.get("env_seconds", 0.0) for r in attempted]),
+        "wall_seconds_per_task": _mean([r.get("wall_seconds", 0.0) for r in attempted]),
+    }
+
+
+def _score(
+    rows: list[dict[str, Any]], scored: list[dict[str, Any]], n_boot: int, seed: int
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The score's interval and the samples block: with ``samples=k`` the k runs of a question are not
+    independent, so the interval resamples questions."""
+    samples = samples_summary(rows, n_boot=n_boot, seed=seed)
+    values = [r["reward"] for r in scored]
+    if samples is None:
+        return bootstrap_ci(values, n_boot, seed), None
+    return cluster_bootstrap_ci(values, [base_id(r) for r in scored], n_boot, seed), samples
+
+
 def summarize(
     rows: list[dict[str, Any]],
     *,
@@ -140,8 +166,6 @@ def summarize(
     scored_ok = [r for r in ok if scorable(r)]
     attempted = [r for r in rows if r.get("stop_reason") not in (None, "media_error")]
     ctx = [t for r in attempted for t in (r.get("context_tokens") or []) if t is not None]
-    model_s = sum(r.get("model_seconds", 0.0) for r in rows)
-    env_s = sum(r.get("env_seconds", 0.0) for r in rows)
     actions: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     for r in rows:
@@ -162,12 +186,7 @@ def summarize(
     by_type = groups(lambda r: r.get("task_type"))
     for kind, g in by_type.items():
         g["metric"] = TASK_METRICS.get(kind, "score")
-    samples = samples_summary(rows, n_boot=n_boot, seed=seed)
-    score = bootstrap_ci([r["reward"] for r in scored], n_boot, seed)
-    if samples is not None:  # k runs of a question are not independent: resample questions
-        score = cluster_bootstrap_ci(
-            [r["reward"] for r in scored], [base_id(r) for r in scored], n_boot, seed
-        )
+    score, samples = _score(rows, scored, n_boot, seed)
 
     return {
         "name": name,
@@ -187,14 +206,7 @@ def summarize(
             "max": max(ctx) if ctx else None,
             "turns_reported": len(ctx),
         },
-        "time": {
-            "model_seconds": round(model_s, 3),
-            "env_seconds": round(env_s, 3),
-            "model_share": round(model_s / (model_s + env_s), 4) if model_s + env_s > 0 else None,
-            "model_seconds_per_task": _mean([r.get("model_seconds", 0.0) for r in attempted]),
-            "env_seconds_per_task": _mean([r.get("env_seconds", 0.0) for r in attempted]),
-            "wall_seconds_per_task": _mean([r.get("wall_seconds", 0.0) for r in attempted]),
-        },
+        "time": _time(rows, attempted),
         "metric_by_task_type": {k: {"metric": g["metric"], **g["score"]} for k, g in by_type.items()},
         "by_task_type": by_type,
         "by_duration": groups(lambda r: duration_bin(r, duration_bins), order=duration_order),
