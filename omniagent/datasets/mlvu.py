@@ -72,10 +72,18 @@ def mlvu(row: Row, media_root: Any, media_template: str | list[str] | None = Non
     data = {**row.data, "task_dir": task_dir}
     defaults = [f"video/{task_dir}/{video}", f"{task_dir}/{video}", video]
     cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
+    return _mlvu_task(row, qtype, video, _resolve(media_root, cands), question, choices, answer)
+
+
+def _mlvu_task(
+    row: Row, qtype: str, video: str, media: str, question: str, choices: list[str], answer: str
+) -> Task:
+    """One MLVU question; the id hashes the question with its candidates (the same question is asked
+    twice about one video with other candidates)."""
     return _task(
         row,
         id=f"mlvu-{qtype}-{Path(video).stem}-{_qhash(question + ' | ' + ' | '.join(choices))}",
-        media=_resolve(media_root, cands),
+        media=media,
         question=question,
         task_type="mcq",
         choices=choices,
@@ -107,15 +115,5 @@ def _flat(row: Row, media_root: Any, media_template: str | list[str] | None) -> 
     qtype = str(_get(row, "task_type", "question_type", default="unknown", required=False))
     defaults = [video, f"video/{video}", f"videos/{video}"]
     cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    return _task(
-        row,
-        id=f"mlvu-{qtype}-{Path(video).stem}-{_qhash(stem + ' | ' + ' | '.join(choices))}",
-        media=_resolve(media_root, cands),
-        question=stem,
-        task_type="mcq",
-        choices=choices,
-        answer=_letter(row, _get(row, "answer"), choices),
-        duration=_duration(row),
-        source="mlvu",
-        extra={"category": qtype, "video": video},
-    )
+    answer = _letter(row, _get(row, "answer"), choices)
+    return _mlvu_task(row, qtype, video, _resolve(media_root, cands), stem, choices, answer)
