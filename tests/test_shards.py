@@ -167,3 +167,24 @@ def test_incomplete_shards_are_merged_and_reported(
     assert (
         len(read_jsonl(out / "trajectories.jsonl")) == first["n"] - 1
     )  # the cut-off task's trajectory is left out
+
+
+def test_endpoints_are_not_settings(tmp_path: Path) -> None:
+    """Shards on other machines reach the model at other endpoints: same fingerprint, so they merge; a
+    folder fingerprinted before endpoints were left out still resumes."""
+    from omniagent.eval.config import EvalConfig
+    from omniagent.eval.results import ConfigMismatchError, check_fingerprint, fingerprint_digest
+
+    def cfg(**kwargs: Any) -> EvalConfig:
+        return EvalConfig(out_dir=str(tmp_path), policy="openai", policy_kwargs={"model": "m", **kwargs})
+
+    a = cfg(base_url="http://node-a:8000/v1", timeout=60)
+    b = cfg(base_url=["http://node-b:8000/v1", "http://node-c:8000/v1"], retries=5, cooldown=10)
+    assert fingerprint_digest(a) == fingerprint_digest(b)
+    assert fingerprint_digest(cfg(max_tokens=64)) != fingerprint_digest(a)
+    legacy = {"digest": "0123456789abcdef", "config": {**json.loads(json.dumps(a.fingerprint())),
+              "policy_kwargs": {"model": "m", "base_url": "http://node-a:8000/v1", "timeout": 60}}}  # fmt: skip
+    (tmp_path / "run.json").write_text(json.dumps(legacy))
+    assert check_fingerprint(tmp_path, b)["digest"] == fingerprint_digest(b)
+    with pytest.raises(ConfigMismatchError, match=r"other settings \(changed: policy_kwargs\)"):
+        check_fingerprint(tmp_path, cfg(max_tokens=64))

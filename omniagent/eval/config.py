@@ -19,7 +19,7 @@ from envs.limits import RETIRED, EnvLimits
 from envs.tasks import Task
 from omniagent.eval.passive import PassiveConfig
 from omniagent.eval.protocols import ProtocolConfig, turn_budget_for
-from omniagent.eval.results import RESULTS
+from omniagent.eval.results import DEPLOYMENT_KWARGS, RESULTS
 
 __all__ = [
     "UNFROZEN",
@@ -32,7 +32,8 @@ __all__ = [
     "to_plain",
 ]
 
-SECRET_KEY = re.compile(r"key|token|secret|password", re.I)  # never written to run.json or logs
+# never written to run.json or logs: api_key, hf_token, secret, password ... (not max_tokens, a setting)
+SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password)$", re.I)
 
 # Overrides of these preset fields do not change what is measured (where files are, which decoder).
 UNFROZEN = (
@@ -117,10 +118,14 @@ class EvalConfig(BaseModel):
         return turn_budget_for(task, self.turn_budget(), self.protocol.turns_by_duration)
 
     def fingerprint(self) -> dict[str, Any]:
-        """Everything that changes the numbers (not workers, paths, progress bars or secrets)."""
+        """Everything that changes the numbers (not workers, paths, progress bars, secrets, or where the
+        model server is: ``DEPLOYMENT_KWARGS``)."""
+        kwargs = self.policy_kwargs.items()
         return {
             "policy": self.policy,
-            "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if not SECRET_KEY.search(k)},
+            "policy_kwargs": {
+                k: v for k, v in kwargs if not SECRET_KEY.search(k) and k not in DEPLOYMENT_KWARGS
+            },
             "mode": self.mode,
             "limits": self.env_limits().model_dump(exclude={"backend"}),
             "max_turns": self.max_turns,

@@ -21,6 +21,9 @@ from omniagent.trajectory import Trajectory
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 RUN_META = "run.json"
+# Policy arguments that say where and how patiently to reach a server, not what it computes: left out of
+# the fingerprint, so shards on other machines (other endpoints) merge and a run resumes against new ones.
+DEPLOYMENT_KWARGS = ("base_url", "timeout", "retries", "cooldown")
 
 
 class RunSettings(Protocol):
@@ -158,12 +161,19 @@ def fingerprint_digest(cfg: RunSettings) -> str:
     return hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _without_deployment(config: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {k: v for k, v in (config.get("policy_kwargs") or {}).items() if k not in DEPLOYMENT_KWARGS}
+    return {**config, "policy_kwargs": kwargs} if "policy_kwargs" in config else config
+
+
 def check_fingerprint(out: Path, cfg: RunSettings) -> dict[str, Any]:
     meta_path = out / RUN_META
     fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
     digest = fingerprint_digest(cfg)
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
+        if old.get("digest") != digest and _without_deployment(old.get("config", {})) == fp:
+            old["digest"] = digest  # written before endpoints were left out of the fingerprint: same run
         if old.get("digest") != digest and not cfg.allow_config_change:
             changed = sorted(
                 k for k in set(fp) | set(old.get("config", {})) if fp.get(k) != old.get("config", {}).get(k)
