@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"transformers), {', '.join(MODEL_BACKENDS)}, or a scripted policy: {', '.join(SCRIPTED_BACKENDS)}",
     )
     m.add_argument(
-        "--base-url", help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (openai backend)"
+        "--base-url",
+        help="OpenAI-compatible API root, e.g. http://127.0.0.1:8000/v1 (openai backend); several servers of "
+        "one model comma-separated (the least loaded answers; a failing one is skipped for a while)",
     )
     m.add_argument("--api-key", help="API key for --base-url (default: $OPENAI_API_KEY, else 'EMPTY')")
     m.add_argument("--temperature", type=float, default=0.0, help="0 = greedy, deterministic")

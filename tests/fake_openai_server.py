@@ -64,6 +64,19 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
 
+    def _cut(self) -> None:
+        """Headers and the start of a body, then the connection is closed (a server that dies mid-reply)."""
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", "5000")
+        self.end_headers()
+        try:
+            self.wfile.write(b'{"id": "chatcmpl-cut", "choices": [{"index": 0, "mess')
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
+
     def do_POST(self) -> None:
         server = self.server.fake
         server.auth.append(self.headers.get("authorization"))
@@ -74,6 +87,8 @@ class _Handler(BaseHTTPRequestHandler):
         mode = server.mode
         if mode == "trickle":
             return self._trickle()
+        if mode == "cut":
+            return self._cut()
         if mode == "garbage":
             return self._send(200, b"<html>this is not an API</html>", "text/html")
         if mode == "badjson":

@@ -313,17 +313,17 @@ def test_timeout_is_a_deadline_for_the_whole_request(server):
     assert "\n" not in str(info.value) and len(server.requests) == 1
 
 
-def test_run_with_deadline_inside_and_outside_an_event_loop():
-    from omniagent.backends.openai_backend import run_with_deadline
+def test_run_on_loop_inside_and_outside_an_event_loop():
+    from omniagent.backends.openai_endpoints import run_on_loop
 
-    assert run_with_deadline(lambda: asyncio.sleep(0.01, result=5), 1.0) == 5
+    assert run_on_loop(lambda: asyncio.sleep(0.01, result=5), 1.0) == 5
     t0 = time.perf_counter()
     with pytest.raises(TimeoutError):
-        run_with_deadline(lambda: asyncio.sleep(10), 0.2)
+        run_on_loop(lambda: asyncio.sleep(10), 0.2)
     assert time.perf_counter() - t0 < 2.0
 
     async def from_async_code() -> int:  # e.g. a caller that runs its own loop in this thread
-        return run_with_deadline(lambda: asyncio.sleep(0.01, result=7), 1.0)
+        return run_on_loop(lambda: asyncio.sleep(0.01, result=7), 1.0)
 
     assert asyncio.run(from_async_code()) == 7
 

@@ -20,6 +20,13 @@ a vLLM server: ``server="vllm"``, or ``"auto"`` (default) when the server's ``/m
 client under :func:`asyncio.wait_for`, so a server that trickles bytes cannot hold a turn longer
 (httpx's own time-outs apply per read).
 
+**Endpoints.** ``base_url`` may list several servers of the same model (a list, or one string with
+commas: ``--base-url http://a:8000/v1,http://b:8000/v1``). Requests go to the least-loaded one; one
+that fails or dies is taken out for a cool-down (up to ``cooldown`` seconds) and the request is tried
+elsewhere within its deadline, so a run goes on while one endpoint lives
+(:mod:`omniagent.backends.openai_endpoints`, which also holds the process's one event loop and its
+pooled connections). :meth:`OpenAIPolicy.endpoint_stats` gives each endpoint's counts and health.
+
 **Log-probs.** With ``top_logprobs`` > 0 (default 20, vLLM's default cap) the request asks for the
 top-k log-probs of every generated token; the turn's entropy is the shared top-k estimate of
 :mod:`omniagent.backends.entropy` (a lower bound; ``entropy_estimator="topk_lump"``). A server that
@@ -34,20 +41,20 @@ Every failure (no server, time-out, HTTP error, empty or malformed reply) raises
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 
 from envs.messages import Message
 from omniagent.backends.constrained import TurnSchemas
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
+from omniagent.backends.openai_endpoints import EndpointPool, client_for, retriable, run_on_loop, shared_pool
+from omniagent.backends.openai_errors import connection_cut, request_url, root_cause, server_message
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
+from omniagent.eval.judges import api_key_or_env as api_key_or_env  # one rule for the agent and the judge
 from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
@@ -56,17 +63,18 @@ T = TypeVar("T")
 LIST_TIMEOUT = 10.0  # most seconds a /models request may take
 
 
-def api_key_or_env(key: str | None) -> str:
-    """The key given, else ``$OPENAI_API_KEY`` (the openai library's own variable), else ``EMPTY``
-    (what local vLLM and ``transformers serve`` accept): one rule for the agent and the judge."""
-    return key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-
-
 class OpenAIParams(PolicyParams):
     """Parameters of :class:`OpenAIPolicy`."""
 
     model: str | None = Field(None, description="model id as served (None: the first model the server lists)")
-    base_url: str = Field(DEFAULT_BASE_URL, description="the API root, e.g. http://127.0.0.1:8000/v1")
+    base_url: str | list[str] = Field(
+        DEFAULT_BASE_URL,
+        description="the API root, e.g. http://127.0.0.1:8000/v1; several servers of one model as a list or "
+        "comma-separated (requests go to the least loaded; a failing one is taken out for a while)",
+    )
+    cooldown: float = Field(
+        30.0, gt=0, description="longest pause of a failing endpoint before it is tried again (seconds)"
+    )
     api_key: SecretStr | None = Field(
         SecretStr("EMPTY"), description="bearer token; local servers accept anything. Never recorded"
     )
@@ -77,10 +85,15 @@ class OpenAIParams(PolicyParams):
     seed: int | None = Field(0, description="sampling seed sent with each request (None: not sent)")
     max_tokens: int = Field(1024, ge=1, description="cap on generated tokens per turn")
     top_p: float | None = Field(None, gt=0, le=1, description="nucleus mass (None: the server's default)")
+    top_k: int | None = Field(
+        None, ge=1, description="sample from the k most likely tokens; sent as an extra field (vLLM, SGLang)"
+    )
     timeout: float = Field(
         300.0, gt=0, description="deadline in seconds for a whole request, retries included"
     )
-    retries: int = Field(2, ge=0, description="automatic retries on connection errors, 408/409/429/5xx")
+    retries: int = Field(
+        2, ge=0, description="retries on connection errors, 408/409/429/5xx (plus one per extra endpoint)"
+    )
     top_logprobs: int = Field(20, ge=0, description="top-k log-probs per token for the entropy (0 disables)")
     image_format: Literal["jpeg", "jpg", "png"] = Field("jpeg", description="encoding of images")
     jpeg_quality: int = Field(95, ge=1, le=100, description="JPEG quality of images")
@@ -96,6 +109,25 @@ class OpenAIParams(PolicyParams):
         description="send the environment's JSON schema of a valid turn as response_format (structured "
         "outputs: vLLM, SGLang, OpenAI); the last turn of the budget may only answer",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _urls(cls, value: str | list[str]) -> str | list[str]:
+        urls = endpoint_urls(value)
+        if not urls:
+            raise ValueError("base_url names no server")
+        return value
+
+
+def endpoint_urls(value: str | list[str]) -> list[str]:
+    """``"http://a/v1, http://b/v1"`` or ``["http://a/v1", ...]`` -> the distinct URLs, trailing ``/`` removed."""
+    items = value.split(",") if isinstance(value, str) else [u for v in value for u in str(v).split(",")]
+    urls: list[str] = []
+    for item in items:
+        url = item.strip().rstrip("/")
+        if url and url not in urls:
+            urls.append(url)
+    return urls
 
 
 # -------------------------------------------------------------------------------------- entropy
@@ -119,23 +151,6 @@ def _logprob_stats(choice: Any) -> tuple[list[float] | None, list[float] | None]
     return token_lps, (entropies or None)
 
 
-def run_with_deadline(make: Callable[[], Awaitable[T]], seconds: float) -> T:
-    """Run a coroutine to completion under a deadline for the whole of it (``TimeoutError`` past it).
-
-    In a thread that already runs an event loop, the coroutine runs on a helper thread's loop.
-    """
-
-    async def bounded() -> T:
-        return await asyncio.wait_for(make(), seconds)
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(bounded())
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, bounded()).result()
-
-
 # ------------------------------------------------------------------------------------------ policy
 @register_policy("openai")
 class OpenAIPolicy(Policy):
@@ -147,8 +162,11 @@ class OpenAIPolicy(Policy):
     def __init__(self, **kwargs: Any) -> None:
         p: OpenAIParams = self._init_params(kwargs)
         self.model = p.model
-        self.base_url = p.base_url.rstrip("/")
+        self.urls = endpoint_urls(p.base_url)
+        self.base_url = self.urls[0]
+        self.pool: EndpointPool = shared_pool(self.urls, p.cooldown)
         self.timeout = p.timeout
+        self.seed = p.seed  # the eval runner sets a sample's own seed here per episode
         self._logprobs_ok = p.top_logprobs > 0
         self._server: ServerKind = p.server
         self._listed: list[Any] | None = None
@@ -167,27 +185,46 @@ class OpenAIPolicy(Policy):
 
     # ---------------------------------------------------------------- requests
     def _call(self, request: Callable[[Any], Awaitable[T]], seconds: float | None = None) -> T:
-        """One request on a fresh async client, bounded by ``seconds`` (default: ``timeout``) in all."""
-        from openai import AsyncOpenAI
-
+        """One request, bounded by ``seconds`` (default: ``timeout``) in all, tries on other endpoints
+        included; a failure raises the translated :class:`PolicyError` of its last try."""
         p: OpenAIParams = self.params  # type: ignore[assignment]
         seconds = self.timeout if seconds is None else seconds
         key = p.api_key.get_secret_value() if p.api_key is not None else ""
+        deadline = time.monotonic() + seconds
+        tried: set[str] = set()
+        for attempt in range(p.retries + len(self.urls)):
+            if attempt and not self.pool.has_fresh(tried):  # no other endpoint to turn to: back off
+                time.sleep(max(0.0, min(self.pool.retry_pause(attempt), deadline - time.monotonic() - 0.05)))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            ep = self.pool.acquire(tried)
+            client = client_for(ep.url, key)
+            try:
+                result = run_on_loop(lambda c=client: request(c), remaining)
+            except Exception as exc:
+                again = retriable(exc)
+                self.pool.release(ep, exc, take_out=again)
+                tried.add(ep.url)
+                last_try = attempt + 1 >= p.retries + len(self.urls) or time.monotonic() >= deadline
+                if not again or last_try:
+                    if isinstance(exc, TimeoutError):
+                        raise self._deadline_error(seconds) from None
+                    raise
+                continue
+            self.pool.release(ep)
+            return result
+        raise self._deadline_error(seconds)
 
-        async def go() -> T:
-            client = AsyncOpenAI(
-                base_url=self.base_url, api_key=key or "EMPTY", timeout=seconds, max_retries=p.retries
-            )
-            async with client:
-                return await request(client)
+    def _deadline_error(self, seconds: float) -> PolicyError:
+        return PolicyError(
+            f"{self._where()} did not answer within {seconds:g} s (a deadline for the whole request, "
+            "retries included): check that it is not overloaded or stuck, or raise --timeout"
+        )
 
-        try:
-            return run_with_deadline(go, seconds)
-        except TimeoutError:
-            raise PolicyError(
-                f"{self._where()} did not answer within {seconds:g} s (a deadline for the whole request, "
-                "retries included): check that it is not overloaded or stuck, or raise --timeout"
-            ) from None
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Each endpoint's requests, successes, failures, times taken out and health (process-wide)."""
+        return self.pool.stats()
 
     def _models(self) -> list[Any]:
         """The server's model list (asked once; a failure raises the translated error)."""
@@ -214,22 +251,30 @@ class OpenAIPolicy(Policy):
         return self._server
 
     # ---------------------------------------------------------------- helpers
-    def _where(self) -> str:
-        return f"the server at {self.base_url}"
+    def _where(self, url: str | None = None) -> str:
+        if url is None and len(self.urls) > 1:
+            return f"the servers at {', '.join(self.urls)}"
+        return f"the server at {url or self.base_url}"
 
     def _translate(self, exc: Exception) -> PolicyError:
         """One clear line for an exception raised by the openai client."""
         import openai
 
-        url = self.base_url
+        url = request_url(exc) or self.base_url
         if isinstance(exc, openai.APITimeoutError):
             return PolicyError(
-                f"{self._where()} did not answer within {self.timeout:g} s: check that it is not overloaded "
+                f"{self._where(url)} did not answer within {self.timeout:g} s: check that it is not overloaded "
                 "or stuck, or raise --timeout"
             )
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, openai.APIConnectionError) and connection_cut(exc):
             return PolicyError(
-                f"no server at {url}: start one with `vllm serve {self.model or 'MODEL'} --port 8000` "
+                f"{self._where(url)} closed the connection before its reply was complete ({root_cause(exc)}): "
+                "it may have crashed, restarted or hit a limit; check its log"
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            more = f" (nor at {', '.join(u for u in self.urls if u != url)})" if len(self.urls) > 1 else ""
+            return PolicyError(
+                f"no server at {url}{more}: start one with `vllm serve {self.model or 'MODEL'} --port 8000` "
                 "or pass --base-url"
             )
         if isinstance(exc, openai.APIStatusError):
@@ -239,7 +284,7 @@ class OpenAIPolicy(Policy):
         return PolicyError(f"request to {url} failed: {type(exc).__name__}: {exc}")
 
     def _translate_status(self, exc: Any) -> PolicyError:
-        msg = _server_message(exc)
+        msg = server_message(exc)
         code = exc.status_code
         if code in (401, 403):
             return PolicyError(f"{self._where()} refused the API key (HTTP {code}): check --api-key. {msg}")
@@ -286,6 +331,8 @@ class OpenAIPolicy(Policy):
             clip_as=clip_as,
         )
         extra = dict(p.extra_body)
+        if p.top_k is not None:
+            extra.setdefault("top_k", p.top_k)
         if flags["video"] and vllm:
             mm = dict(extra.get("mm_processor_kwargs") or {})
             mm.setdefault("use_audio_in_video", flags["audio_in_video"])
@@ -299,8 +346,8 @@ class OpenAIPolicy(Policy):
             "temperature": p.temperature,
             "max_tokens": p.max_tokens,
         }
-        if p.seed is not None:
-            kwargs["seed"] = p.seed
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
         if p.top_p is not None:
             kwargs["top_p"] = p.top_p
         if self._logprobs_ok:
@@ -325,7 +372,7 @@ class OpenAIPolicy(Policy):
             try:
                 resp = self._call(lambda c: c.chat.completions.create(**kwargs))
             except openai.BadRequestError as exc:
-                if not self._logprobs_ok or "logprob" not in _server_message(exc).lower():
+                if not self._logprobs_ok or "logprob" not in server_message(exc).lower():
                     raise
                 self._logprobs_ok = False  # the server refuses log-probs: go on without entropy
                 kwargs.pop("logprobs", None)
@@ -372,19 +419,8 @@ class OpenAIPolicy(Policy):
             entropy=float(np.mean(entropies)) if entropies else None,
             entropy_estimator=TOPK_ESTIMATOR if entropies else None,
             prompt_tokens=getattr(usage, "prompt_tokens", None),
-            completion_tokens=getattr(usage, "completion_tokens", None),
+            # without usage, the log-probs still list one entry per generated token
+            completion_tokens=getattr(usage, "completion_tokens", None)
+            or (len(token_lps) if token_lps else None),
             model_seconds=seconds,
         )
-
-
-def _server_message(exc: Any) -> str:
-    """The error text a server put in its body (OpenAI and vLLM style), on one short line."""
-    body = getattr(exc, "body", None)
-    msg = None
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        msg = msg or body.get("message") or body.get("detail")
-    if not msg:
-        msg = getattr(exc, "message", None) or str(exc)
-    return " ".join(str(msg).split())[:300]

@@ -24,7 +24,10 @@ Modules: :mod:`~omniagent.datasets.core` (records, errors, missing media),
 :mod:`~omniagent.datasets.readers` (annotation files), :mod:`~omniagent.datasets.registry`
 (registration, :func:`load_dataset`), :mod:`~omniagent.datasets.fields` (field parsing shared by the
 adapters), :mod:`~omniagent.datasets.adapters` (``tasks``, ``generic``) and
-:mod:`~omniagent.datasets.benchmarks` (the published benchmarks and ``synthetic``).
+:mod:`~omniagent.datasets.benchmarks` (the published benchmarks and ``synthetic``),
+:mod:`~omniagent.datasets.mlvu`, :mod:`~omniagent.datasets.longvideobench` and
+:mod:`~omniagent.datasets.omnivideobench` (one module each), :mod:`~omniagent.datasets.evidence_text`
+(evidence times written in prose).
 """
 
 # importing the adapter modules registers them, in this order
@@ -39,8 +42,19 @@ from omniagent.datasets.benchmarks import synthetic as synthetic
 from omniagent.datasets.benchmarks import videomme as videomme
 from omniagent.datasets.benchmarks import vsibench as vsibench
 from omniagent.datasets.benchmarks import worldsense as worldsense
-from omniagent.datasets.core import DatasetError, LoadedDataset, MissingMedia, Row, RowError, check_media
+from omniagent.datasets.core import (
+    DatasetError,
+    LoadedDataset,
+    MissingMedia,
+    Row,
+    RowError,
+    SkipRow,
+    check_media,
+)
 from omniagent.datasets.fields import parse_timestamp, split_option
+from omniagent.datasets.longvideobench import longvideobench as longvideobench
+from omniagent.datasets.mlvu import mlvu as mlvu
+from omniagent.datasets.omnivideobench import omnivideobench as omnivideobench
 from omniagent.datasets.readers import read_rows
 from omniagent.datasets.registry import DATASETS, load_dataset, register_dataset
 from omniagent.datasets.registry import Produced as Produced
@@ -52,6 +66,7 @@ __all__ = [
     "MissingMedia",
     "Row",
     "RowError",
+    "SkipRow",
     "check_media",
     "load_dataset",
     "parse_timestamp",

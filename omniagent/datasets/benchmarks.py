@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envs.tasks import LETTERS, Task
+from envs.tasks import Task
 from omniagent.datasets.core import DatasetError, Row, RowError
 from omniagent.datasets.fields import (
     _candidates,
@@ -19,9 +19,10 @@ from omniagent.datasets.fields import (
     _qhash,
     _resolve,
     _task,
+    embedded_options,
     parse_timestamp,
 )
-from omniagent.datasets.layouts import dailyomni_domain, lvbench_flat, nested_videomme_rows
+from omniagent.datasets.layouts import dailyomni_domain, nested_videomme_rows
 from omniagent.datasets.registry import Produced, register_dataset
 
 
@@ -65,26 +66,6 @@ def videomme(
     )
 
 
-_EMBEDDED_OPTION = re.compile(r"^\s*\(([A-Z])\)\s*(.*\S)\s*$")
-
-
-def _embedded_options(row: Row, text: str) -> tuple[str, list[str]]:
-    """LVBench puts the options in the question: ``"Q?\n(A) x\n(B) y"`` -> (``"Q?"``, [x, y])."""
-    stem: list[str] = []
-    options: list[str] = []
-    for line in str(text).splitlines():
-        m = _EMBEDDED_OPTION.match(line)
-        if m and m.group(1) == LETTERS[len(options)]:
-            options.append(m.group(2))
-        elif options:
-            options[-1] += " " + line.strip()
-        else:
-            stem.append(line)
-    if len(options) < 2:
-        raise RowError(row.where, "no '(A) ...' option lines found in the question")
-    return "\n".join(stem).strip(), options
-
-
 def _span(text: Any) -> list[float] | None:
     """``"00:15-00:19"`` / ``"1:02:03-1:02:10"`` -> [start, end] seconds; None when unparseable."""
     if not isinstance(text, str) or "-" not in text:
@@ -124,7 +105,7 @@ def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = 
         sub = Row(q if isinstance(q, dict) else {}, f"{row.where} qa[{i}]")
         if not isinstance(q, dict):
             raise RowError(sub.where, "each qa entry must be an object")
-        stem, options = _embedded_options(sub, _get(sub, "question"))
+        stem, options = embedded_options(sub, _get(sub, "question"))
         uid = _get(sub, "uid", default=f"{key}-{i}", required=False)
         tasks.append(_lvbench_task(sub, uid, media, stem, options, video_type=row.data.get("type")))
     return tasks
@@ -153,6 +134,21 @@ def _lvbench_task(row: Row, uid: Any, media: str, stem: str, choices: list[str],
             "time_reference": ref,
         },
     )
+
+
+def lvbench_flat(row: Row, media: str) -> Task:
+    """One record of lmms-eval's LVBench export: ``video_path``, ``question``, ``options`` (a list,
+    optional: else the options are the ``(A) ...`` lines of the question) and ``answer``; ``uid``,
+    ``question_type`` and ``time_reference`` are used when present."""
+    text = str(_get(row, "question"))
+    raw = row.data.get("options")
+    if raw:
+        stem, choices = text, _choices(row, raw)
+    else:
+        stem, choices = embedded_options(row, text)
+    vid = Path(str(_get(row, "video_path"))).stem
+    uid = _get(row, "uid", "id", required=False, default=f"{vid}-{_qhash(text)}")
+    return _lvbench_task(row, uid, media, stem, choices)
 
 
 @register_dataset("dailyomni")

@@ -3,6 +3,7 @@ the missing-media check."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +33,17 @@ class LoadedDataset:
     missing: list[MissingMedia] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # exact duplicates dropped, same-text options
+    skipped: Counter[str] = field(default_factory=Counter)  # records left out on purpose, by reason
 
     def summary(self) -> str:
         text = f"{self.name}: {len(self.tasks)} task(s) from {', '.join(self.files) or '-'}"
         if self.missing:
             text += f"; {len(self.missing)} skipped for missing media (first: {self.missing[0]})"
+        for reason, n in sorted(self.skipped.items()):
+            text += f"\n  skipped {n} record(s): {reason}"
+        evidence = evidence_note(self.tasks)
+        if evidence:
+            text += f"\n  {evidence}"
         for line in self.warnings[:10]:
             text += f"\n  warning: {line}"
         if len(self.warnings) > 10:
@@ -50,6 +57,36 @@ class Row:
 
     data: dict[str, Any]
     where: str  # "file:row"
+
+
+class SkipRow(Exception):  # noqa: N818 (a signal, not an error: the record is counted, not reported)
+    """Raised by an adapter for a well-formed record it leaves out on purpose (an open-ended question in
+    a multiple-choice preset, a test-split record without ground truth); counted by ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def evidence_note(tasks: Iterable[Task]) -> str | None:
+    """One line on evidence times parsed from free text (``Task.extra["evidence_steps"]``, set by adapters
+    that read them from reasoning steps), or None when no task carries such counts."""
+    counts: Counter[str] = Counter()
+    tasks_with = n = 0
+    for t in tasks:
+        steps = t.extra.get("evidence_steps")
+        if not steps:
+            continue
+        n += 1
+        counts.update(steps)
+        tasks_with += bool(t.evidence)
+    if not n:
+        return None
+    return (
+        f"evidence: {counts['timed']} of {counts['steps']} reasoning steps name a time; {counts['parsed']} "
+        f"parsed into intervals ({counts['out_of_range']} beyond the video); {tasks_with} of {n} task(s) "
+        "have evidence intervals"
+    )
 
 
 class RowError(ValueError):

@@ -124,3 +124,23 @@ def _candidates(template: str | list[str] | None, defaults: list[str]) -> list[s
     if template is None:
         return defaults
     return [template] if isinstance(template, str) else list(template)
+
+
+_EMBEDDED_OPTION = re.compile(r"^\s*\(([A-Z])\)\s*(.*\S)\s*$")
+
+
+def embedded_options(row: Row, text: str) -> tuple[str, list[str]]:
+    """LVBench puts the options in the question: ``"Q?\n(A) x\n(B) y"`` -> (``"Q?"``, [x, y])."""
+    stem: list[str] = []
+    options: list[str] = []
+    for line in str(text).splitlines():
+        m = _EMBEDDED_OPTION.match(line)
+        if m and m.group(1) == LETTERS[len(options)]:
+            options.append(m.group(2))
+        elif options:
+            options[-1] += " " + line.strip()
+        else:
+            stem.append(line)
+    if len(options) < 2:
+        raise RowError(row.where, "no '(A) ...' option lines found in the question")
+    return "\n".join(stem).strip(), options

@@ -20,12 +20,11 @@ from urllib.parse import parse_qs, urlparse
 
 from envs.tasks import Task
 from omniagent.datasets.core import Row, RowError
-from omniagent.datasets.fields import _choices, _get, _qhash
+from omniagent.datasets.fields import _get
 
 __all__ = [
     "duplicate_option_warning",
     "json_error_message",
-    "lvbench_flat",
     "nested_videomme_rows",
     "youtube_id",
 ]
@@ -61,23 +60,6 @@ def nested_videomme_rows(row: Row) -> Iterator[Row]:
         if not isinstance(q, dict):
             raise RowError(where, "each entry of 'questions' must be an object")
         yield Row({**video, **q}, where)
-
-
-def lvbench_flat(row: Row, media: str) -> Task:
-    """One record of lmms-eval's LVBench export: ``video_path``, ``question``, ``options`` (a list,
-    optional: else the options are the ``(A) ...`` lines of the question) and ``answer``; ``uid``,
-    ``question_type`` and ``time_reference`` are used when present."""
-    from omniagent.datasets.benchmarks import _embedded_options, _lvbench_task
-
-    text = str(_get(row, "question"))
-    raw = row.data.get("options")
-    if raw:
-        stem, choices = text, _choices(row, raw)
-    else:
-        stem, choices = _embedded_options(row, text)
-    vid = Path(str(_get(row, "video_path"))).stem
-    uid = _get(row, "uid", "id", required=False, default=f"{vid}-{_qhash(text)}")
-    return _lvbench_task(row, uid, media, stem, choices)
 
 
 def duplicate_option_warning(where: str, task: Task) -> str | None:

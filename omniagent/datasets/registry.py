@@ -9,18 +9,26 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from envs.registry import Registry
 from envs.tasks import Task
-from omniagent.datasets.core import DatasetError, LoadedDataset, MissingMedia, RowError, check_media
+from omniagent.datasets.core import (
+    DatasetError,
+    LoadedDataset,
+    MissingMedia,
+    RowError,
+    SkipRow,
+    check_media,
+)
 from omniagent.datasets.layouts import duplicate_option_warning
 from omniagent.datasets.readers import _files, read_rows
 
 log = logging.getLogger(__name__)
-Produced = list[tuple[str, "Task | RowError"]]
+Produced = list[tuple[str, "Task | RowError | SkipRow"]]
 DATASETS: Registry[Callable[..., Produced]] = Registry("dataset")
 
 
@@ -28,8 +36,9 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
     """Register a dataset adapter under ``name``.
 
     With ``per_row`` (the default) the decorated function is ``fn(row: Row, media_root, **kw) ->
-    Task | list[Task]`` and raises :class:`RowError` for a malformed record; it is applied to every
-    record of every annotation file. Otherwise it is ``fn(files, media_root, **kw) -> list of
+    Task | list[Task]`` and raises :class:`RowError` for a malformed record (or :class:`SkipRow` for
+    one it leaves out on purpose, counted in ``LoadedDataset.skipped``); it is applied to every record
+    of every annotation file. Otherwise it is ``fn(files, media_root, **kw) -> list of
     (where, Task | RowError)`` and handles the files itself.
     """
 
@@ -52,7 +61,7 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
                 for row in read_rows(f, records_key):
                     try:
                         made = fn(row, media_root, **kw)
-                    except RowError as exc:
+                    except (RowError, SkipRow) as exc:
                         out.append((row.where, exc))
                         continue
                     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -133,7 +142,11 @@ def load_dataset(
     warnings: list[str] = []
     tasks: list[Task] = []
     first: dict[str, tuple[str, Task]] = {}
+    skipped: Counter[str] = Counter()
     for where, item in adapter(files=files, media_root=media_root, **kwargs):
+        if isinstance(item, SkipRow):
+            skipped[item.reason] += 1
+            continue
         if isinstance(item, RowError):
             problems.append(str(item))
             continue
@@ -167,5 +180,10 @@ def load_dataset(
     if check:
         tasks, missing = check_media(tasks)
     return LoadedDataset(
-        name=name, tasks=tasks, missing=missing, files=[str(f) for f in files], warnings=warnings
+        name=name,
+        tasks=tasks,
+        missing=missing,
+        files=[str(f) for f in files],
+        warnings=warnings,
+        skipped=skipped,
     )

@@ -13,4 +13,13 @@ Modules (import from them directly; this package re-exports nothing):
 - :mod:`~omniagent.eval.passive`: the one-turn passive baseline and harness.
 - :mod:`~omniagent.eval.fidelity`: observation fidelity (memory vs raw media).
 - :mod:`~omniagent.eval.overlap`: the train/eval overlap guard.
+- :mod:`~omniagent.eval.shards`: ``shard=I/N`` / ``auto``: a disjoint part of the tasks by task id, and
+  the shard folder's manifest.
+- :mod:`~omniagent.eval.merge`: merging shard folders of any resumable batch (eval runs, synthesis);
+  :mod:`~omniagent.eval.merge_runs` is ``omniagent-merge-runs`` for eval runs.
+- :mod:`~omniagent.eval.protocols`: ``protocol=greedy`` / ``official`` (decoding and turn budget).
+- :mod:`~omniagent.eval.samples`: ``samples=k`` (k runs per question, mean with a CI, pass@k).
+- :mod:`~omniagent.eval.accounting`: tokens, media and time per question and per run.
+- :mod:`~omniagent.eval.headline`: the one-line summary a run ends with.
+- :mod:`~omniagent.eval.hydra_help`: the config folder and ``--help`` of the eval commands.
 """

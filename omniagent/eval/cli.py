@@ -29,6 +29,7 @@ from envs.jsonl import NoSpaceError, write_atomic
 from omniagent.datasets import DatasetError, load_dataset
 from omniagent.eval.batch import FolderLockedError
 from omniagent.eval.config import FrozenPresetError
+from omniagent.eval.hydra_help import CONF_DIR
 from omniagent.eval.judges import JudgeError
 from omniagent.eval.overlap import OverlapError, check_overlap
 from omniagent.eval.results import ConfigMismatchError
@@ -37,8 +38,6 @@ from omniagent.eval.summary import (
     make_console,
 )
 from omniagent.policy import PolicyConfigError, PolicyError
-
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's hydra configs
 
 # How scripts/eval.py ends on each kind of failure: (label, exit code).
 EVAL_EXITS: list[tuple[type[BaseException], str, int]] = [

@@ -13,11 +13,13 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from envs.limits import RETIRED, EnvLimits
+from envs.tasks import Task
 from omniagent.eval.passive import PassiveConfig
-from omniagent.eval.results import RESULTS
+from omniagent.eval.protocols import ProtocolConfig, turn_budget_for
+from omniagent.eval.results import DEPLOYMENT_KWARGS, RESULTS
 
 __all__ = [
     "UNFROZEN",
@@ -30,7 +32,8 @@ __all__ = [
     "to_plain",
 ]
 
-SECRET_KEY = re.compile(r"key|token|secret|password", re.I)  # never written to run.json or logs
+# never written to run.json or logs: api_key, hf_token, secret, password ... (not max_tokens, a setting)
+SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password)$", re.I)
 
 # Overrides of these preset fields do not change what is measured (where files are, which decoder).
 UNFROZEN = (
@@ -52,6 +55,7 @@ _RUN_KEYS = (
     "max_consecutive_policy_errors",
     "progress",
     "allow_config_change",
+    "samples",
 )
 
 
@@ -80,6 +84,19 @@ class EvalConfig(BaseModel):
     progress: bool = Field(True, description="show a progress bar")
     allow_config_change: bool = Field(False, description="resume into a folder made with other settings")
     fingerprint_extra: dict[str, Any] = Field(default_factory=dict, description="e.g. the benchmark preset")
+    protocol: ProtocolConfig = Field(
+        default_factory=ProtocolConfig, description="decoding and budget protocol"
+    )
+    samples: int = Field(1, ge=1, description="sampled runs per question (mean with a CI, and pass@k)")
+
+    @model_validator(mode="after")
+    def _samples_need_sampling(self) -> EvalConfig:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(
+                f"samples={self.samples} needs sampled decoding, but the temperature is 0 (the runs would be "
+                "the same): use protocol=official (temperature 1.0) or a protocol with a temperature above 0"
+            )
+        return self
 
     @field_validator("limits")
     @classmethod
@@ -94,11 +111,21 @@ class EvalConfig(BaseModel):
     def turn_budget(self) -> int:
         return self.max_turns or self.env_limits().max_turns
 
+    def task_turn_budget(self, task: Task) -> int | None:
+        """The turn budget of ``task``: scaled by its media's length under the protocol, else ``max_turns``."""
+        if self.protocol.turns_by_duration is None:
+            return self.max_turns
+        return turn_budget_for(task, self.turn_budget(), self.protocol.turns_by_duration)
+
     def fingerprint(self) -> dict[str, Any]:
-        """Everything that changes the numbers (not workers, paths, progress bars or secrets)."""
+        """Everything that changes the numbers (not workers, paths, progress bars, secrets, or where the
+        model server is: ``DEPLOYMENT_KWARGS``)."""
+        kwargs = self.policy_kwargs.items()
         return {
             "policy": self.policy,
-            "policy_kwargs": {k: v for k, v in self.policy_kwargs.items() if not SECRET_KEY.search(k)},
+            "policy_kwargs": {
+                k: v for k, v in kwargs if not SECRET_KEY.search(k) and k not in DEPLOYMENT_KWARGS
+            },
             "mode": self.mode,
             "limits": fingerprint_limits(self.env_limits()),
             "max_turns": self.max_turns,
@@ -106,6 +133,9 @@ class EvalConfig(BaseModel):
             "seed": self.seed,
             "passive": self.passive.model_dump() if self.mode == "passive" else None,
             **self.fingerprint_extra,
+            # only when not the defaults, so folders made before protocols and samples keep their fingerprint
+            **({"protocol": self.protocol.fingerprint()} if self.protocol.fingerprint() else {}),
+            **({"samples": self.samples} if self.samples > 1 else {}),
         }
 
 
@@ -125,23 +155,28 @@ def check_frozen(overrides: list[str] | None, unfreeze: bool = False) -> list[st
     changed = []
     for item in overrides or []:
         key = item.split("=", 1)[0].lstrip("+~")
-        if key.startswith("benchmark.") and not any(key == u or key.startswith(u + ".") for u in UNFROZEN):
+        if key.startswith("protocol."):  # choosing a protocol is fine; editing one is like editing a preset
+            changed.append(item)
+        elif key.startswith("benchmark.") and not any(key == u or key.startswith(u + ".") for u in UNFROZEN):
             changed.append(item)
     if changed and not unfreeze:
         raise FrozenPresetError(
-            f"benchmark presets are frozen; these overrides change one: {', '.join(changed)} "
+            f"benchmark presets and protocols are frozen; these overrides change one: {', '.join(changed)} "
             "(add unfreeze=true to run anyway; the numbers are then not the preset's)"
         )
     return changed
 
 
 def check_decoding(cfg: Any) -> None:
-    """Refuse a policy temperature other than the preset's (it would bypass the frozen preset)."""
+    """Refuse a policy temperature other than the run's (the protocol's, else the preset's): it would
+    bypass the frozen settings."""
     t = (cfg.policy.get("kwargs") or {}).get("temperature")
-    preset = cfg.benchmark.get("temperature")
+    preset = (cfg.get("protocol") or {}).get("temperature")
+    if preset is None:
+        preset = cfg.benchmark.get("temperature")
     if t is not None and preset is not None and float(t) != float(preset) and not cfg.get("unfreeze"):
         raise FrozenPresetError(
-            f"policy.kwargs.temperature={t} differs from the preset's decoding temperature {preset} "
+            f"policy.kwargs.temperature={t} differs from the run's decoding temperature {preset} "
             "(add unfreeze=true to run anyway)"
         )
 
@@ -201,18 +236,22 @@ def eval_config_from(
     Only keys present in the config are passed on: a key the config lacks takes the model's default.
     """
     b = cfg.benchmark
+    protocol = ProtocolConfig.model_validate(to_plain(cfg.get("protocol")) or {})
     fields: dict[str, Any] = {k: to_plain(cfg[k]) for k in _RUN_KEYS if cfg.get(k) is not None}
     fields.update(
         out_dir=str(out_dir or cfg.out_dir),
         policy=cfg.policy.name,
         policy_kwargs=dict(to_plain(cfg.policy.get("kwargs")) or {}),
-        limits=dict(to_plain(b.get("limits")) or {}),
+        limits={**(to_plain(b.get("limits")) or {}), **protocol.limits},
         passive=_passive_config(cfg),
         fingerprint_extra=_fingerprint_extra(cfg),
+        protocol=protocol,
     )
     if "temperature" in b:
         fields["temperature"] = b.temperature
-    k = max_turns if max_turns is not None else b.get("max_turns")
+    if protocol.temperature is not None:
+        fields["temperature"] = protocol.temperature
+    k = max_turns if max_turns is not None else (protocol.max_turns or b.get("max_turns"))
     if k is not None:
         fields["max_turns"] = int(k)
     if seed is not None:

@@ -6,6 +6,7 @@ because the judge was down."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -38,6 +39,12 @@ Candidate answer: {prediction}
 Is the candidate answer correct (same meaning as the reference)? Reply with one word: yes or no."""
 
 
+def api_key_or_env(key: str | None) -> str:
+    """The key given, else ``$OPENAI_API_KEY`` (the openai library's own variable), else ``EMPTY``
+    (what local vLLM and ``transformers serve`` accept): one rule for the agent and the judge."""
+    return key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+
+
 class OpenAIJudge:
     """An LLM judge behind an OpenAI-compatible endpoint; any failure raises :class:`JudgeError`."""
 
@@ -52,8 +59,6 @@ class OpenAIJudge:
         max_retries: int = 2,
     ) -> None:
         import openai
-
-        from omniagent.backends.openai_backend import api_key_or_env
 
         self.base_url, self.model = base_url, model
         self.client = openai.OpenAI(

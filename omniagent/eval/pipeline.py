@@ -1,7 +1,9 @@
 """What ``scripts/eval.py`` does with its composed hydra config: tasks, overlap guard, judge, run, summary.
 
 :func:`run_from_config` is the whole command; :func:`run_one` runs (or resumes) one run folder and
-writes its summary, and is shared with ``scripts/turn_scaling.py``.
+writes its summary, and is shared with ``scripts/turn_scaling.py``. With ``shard=I/N`` (or ``auto``)
+the command runs its shard's tasks (:mod:`omniagent.eval.shards`) into ``{out_dir}/shard-I-of-N``,
+with a ``shard.json`` manifest; ``omniagent-merge-runs`` joins the shard folders afterwards.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from omniagent.eval.config import (
     to_plain,
 )
 from omniagent.eval.judges import make_judge
-from omniagent.eval.results import RESULTS, load_rows
+from omniagent.eval.results import RESULTS, fingerprint_digest, load_rows
 from omniagent.eval.runner import run_eval
+from omniagent.eval.samples import sample_tasks
+from omniagent.eval.shards import Shard, write_manifest
 
 __all__ = ["load_tasks_from_config", "run_from_config", "run_one", "train_tasks"]
 
@@ -66,18 +70,24 @@ def train_tasks(spec: Any) -> list[Task]:
     ).tasks
 
 
+def summary_options(cfg: Any) -> dict[str, Any]:
+    """The bootstrap and duration-bin settings of the run's summary (``summary.*``, the preset's bins)."""
+    options = {k: v for k, v in (to_plain(cfg.get("summary")) or {}).items() if v is not None}
+    if cfg.benchmark.get("duration_bins") is not None:  # else summarize's own default bins
+        options["duration_bins"] = to_plain(cfg.benchmark.duration_bins)
+    return options
+
+
 def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: str,
             console: Any = None) -> dict[str, Any]:  # fmt: skip
     """Run (or resume) one eval into ``ecfg.out_dir``, then write and return its summary."""
+    from omniagent.eval.headline import headline
     from omniagent.eval.summary import print_eval_summary, summarize, write_summary
 
     report = run_eval(tasks, ecfg, judge=judge)
     ids = {t.id for t in tasks}
     rows = [r for r in load_rows(Path(ecfg.out_dir) / RESULTS) if r["id"] in ids]
-    options = {k: v for k, v in (to_plain(cfg.get("summary")) or {}).items() if v is not None}
-    if cfg.benchmark.get("duration_bins") is not None:  # else summarize's own default bins
-        options["duration_bins"] = to_plain(cfg.benchmark.duration_bins)
-    summary = summarize(rows, name=name, **options)
+    summary = summarize(rows, name=name, **summary_options(cfg))
     summary["run"] = {
         **report.model_dump(),
         "max_turns": ecfg.max_turns,
@@ -89,7 +99,42 @@ def run_one(tasks: list[Task], ecfg: EvalConfig, *, judge: Any, cfg: Any, name: 
     write_summary(summary, ecfg.out_dir)
     if console is not None:
         print_eval_summary(summary, console)
+        for url, c in (report.endpoints or {}).items():
+            health = "up" if c["up"] else f"DOWN ({c['last_error']})"
+            console.print(
+                f"endpoint {url}: {c['requests']} request(s), {c['ok']} ok, {c['failed']} failed, "
+                f"taken out {c['times_down']} time(s); {health}",
+                highlight=False,
+            )
+        console.print(
+            f"wrote {ecfg.out_dir} (results.jsonl, trajectories.jsonl, summary.json, summary.csv)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        console.print(headline(summary), highlight=False, soft_wrap=True)
     return summary
+
+
+def _shard_tasks(
+    cfg: Any, tasks: list[Task], all_keys: list[str], ecfg: EvalConfig, name: str, console: Any
+) -> tuple[list[Task], EvalConfig]:
+    """This process's shard of ``tasks`` and its run folder (``shard=null``: all of them, unchanged)."""
+    shard = Shard.parse(cfg.get("shard"))
+    if shard is None:
+        return tasks, ecfg
+    mine = shard.select(tasks, key=lambda t: t.id)
+    folder = Path(ecfg.out_dir) / shard.name
+    folder.mkdir(parents=True, exist_ok=True)
+    ecfg = ecfg.model_copy(update={"out_dir": str(folder)})
+    extra = {"summary": {"name": name, **summary_options(cfg)}}
+    write_manifest(
+        folder, shard, expected=len(mine), all_keys=all_keys, settings=fingerprint_digest(ecfg), extra=extra
+    )
+    say = console.print if console is not None else print
+    say(
+        f"shard {shard.index}/{shard.count} (from {shard.source}): {len(mine)} of {len(tasks)} task(s) -> {folder}"
+    )
+    return mine, ecfg
 
 
 def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any = None) -> dict[str, Any]:
@@ -111,9 +156,11 @@ def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any =
         guard(train_tasks(og["train_set"]), tasks, printer=console.print if console else print, **options)
     if cfg.get("circular"):  # every multiple-choice question under each rotation of its choices
         tasks = circular_tasks(tasks)
+    ecfg = eval_config_from(cfg)
+    tasks = sample_tasks(tasks, ecfg.samples)  # samples=k: each question k times, ids ID#s0 ... ID#s{k-1}
+    name = str(cfg.get("run_name") or out.name)
+    all_keys = [t.id for t in tasks] + [m.task_id for m in loaded.missing]
+    tasks, ecfg = _shard_tasks(cfg, tasks, all_keys, ecfg, name, console)
     # the judge is checked (and must be up) only when there is something for it to score
     judge = make_judge(judge_config(cfg)) if any(t.task_type == "ff" for t in tasks) else None
-    ecfg = eval_config_from(cfg)
-    return run_one(
-        tasks, ecfg, judge=judge, cfg=cfg, name=str(cfg.get("run_name") or out.name), console=console
-    )
+    return run_one(tasks, ecfg, judge=judge, cfg=cfg, name=name, console=console)

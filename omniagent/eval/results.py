@@ -11,18 +11,31 @@ import time
 import traceback
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from envs.jsonl import read_jsonl, write_atomic
 from envs.tasks import Task
+from omniagent.eval.accounting import usage_fields
 from omniagent.trajectory import Trajectory
-
-if TYPE_CHECKING:
-    from omniagent.eval.config import EvalConfig
 
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 RUN_META = "run.json"
+# Policy arguments that say where and how patiently to reach a server, not what it computes: left out of
+# the fingerprint, so shards on other machines (other endpoints) merge and a run resumes against new ones.
+DEPLOYMENT_KWARGS = ("base_url", "timeout", "retries", "cooldown")
+
+
+class RunSettings(Protocol):
+    """What the rows and the fingerprint need of a run's config (:class:`omniagent.eval.config.EvalConfig`
+    has it; this module does not import the config, so the two never import each other)."""
+
+    mode: str
+    policy: str
+    max_turns: int | None
+    allow_config_change: bool
+
+    def fingerprint(self) -> dict[str, Any]: ...
 
 
 class ConfigMismatchError(RuntimeError):
@@ -42,10 +55,16 @@ def _task_fields(task: Task) -> dict[str, Any]:
         "media": task.media,
         "category": task.extra.get("category") or task.extra.get("template"),
         "duration_label": task.extra.get("duration_label"),
+        # samples=k: which question and which of its samples (omniagent/eval/samples.py)
+        **(
+            {"base_id": task.extra["base_id"], "sample": task.extra["sample"]}
+            if "sample" in task.extra
+            else {}
+        ),
     }
 
 
-def result_row(task: Task, traj: Trajectory, cfg: EvalConfig, started: float) -> dict[str, Any]:
+def result_row(task: Task, traj: Trajectory, cfg: RunSettings, started: float) -> dict[str, Any]:
     """One ``results.jsonl`` row: the task, what the episode did, and what it cost."""
     media_info = traj.meta.get("media_info") or {}
     turn_errors = Counter(t.error for t in traj.turns if t.error)
@@ -87,12 +106,13 @@ def result_row(task: Task, traj: Trajectory, cfg: EvalConfig, started: float) ->
         "model_seconds": round(traj.model_seconds, 4),
         "env_seconds": round(traj.env_seconds, 4),
         "wall_seconds": round(traj.wall_seconds, 4),
+        **usage_fields(traj, int(traj.meta.get("tokens_counted_turns") or 0)),
         "started_at": round(started, 3),
         "finished_at": round(time.time(), 3),
     }
 
 
-def error_row(task: Task, cfg: EvalConfig, exc: BaseException, started: float) -> dict[str, Any]:
+def error_row(task: Task, cfg: RunSettings, exc: BaseException, started: float) -> dict[str, Any]:
     return {
         **_task_fields(task),
         "duration": task.duration,
@@ -119,6 +139,9 @@ def error_row(task: Task, cfg: EvalConfig, exc: BaseException, started: float) -
         "model_seconds": 0.0,
         "env_seconds": 0.0,
         "wall_seconds": round(time.time() - started, 4),
+        "prompt_tokens": None,
+        "tokens_counted_turns": 0,
+        "clip_seconds": 0.0,
         "started_at": round(started, 3),
         "finished_at": round(time.time(), 3),
     }
@@ -132,12 +155,25 @@ def load_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
-def check_fingerprint(out: Path, cfg: EvalConfig) -> dict[str, Any]:
+def fingerprint_digest(cfg: RunSettings) -> str:
+    """A short digest of everything that changes a run's numbers (:meth:`EvalConfig.fingerprint`)."""
+    fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
+    return hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _without_deployment(config: dict[str, Any]) -> dict[str, Any]:
+    kwargs = {k: v for k, v in (config.get("policy_kwargs") or {}).items() if k not in DEPLOYMENT_KWARGS}
+    return {**config, "policy_kwargs": kwargs} if "policy_kwargs" in config else config
+
+
+def check_fingerprint(out: Path, cfg: RunSettings) -> dict[str, Any]:
     meta_path = out / RUN_META
     fp = json.loads(json.dumps(cfg.fingerprint(), sort_keys=True, default=str))
-    digest = hashlib.sha256(json.dumps(fp, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = fingerprint_digest(cfg)
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
+        if old.get("digest") != digest and _without_deployment(old.get("config", {})) == fp:
+            old["digest"] = digest  # written before endpoints were left out of the fingerprint: same run
         if old.get("digest") != digest and not cfg.allow_config_change:
             changed = sorted(
                 k for k in set(fp) | set(old.get("config", {})) if fp.get(k) != old.get("config", {}).get(k)

@@ -28,6 +28,7 @@ with a different config into the same folder is refused, so one folder never mix
 
 from __future__ import annotations
 
+import logging
 import queue
 import time
 from collections import Counter
@@ -43,15 +44,19 @@ from envs.errors import MediaError
 from envs.jsonl import NoSpaceError
 from envs.tasks import Task
 from omniagent.episode import EpisodeInterrupted, run_episode
+from omniagent.eval.accounting import MeteredPolicy
 from omniagent.eval.batch import ErrorStreak, ResumableBatch
 from omniagent.eval.config import EvalConfig
 from omniagent.eval.judges import JudgeError, wrap_judge
 from omniagent.eval.passive import run_passive_episode
 from omniagent.eval.results import RESULTS, TRAJECTORIES, check_fingerprint, error_row, result_row
+from omniagent.eval.samples import episode_seed
 from omniagent.policy import Policy, make_policy
 from omniagent.trajectory import Trajectory, TurnRecord
 
 __all__ = ["PolicyStreakError", "RunReport", "policy_factory_for", "run_eval"]
+
+log = logging.getLogger(__name__)
 
 
 class PolicyStreakError(RuntimeError):
@@ -68,12 +73,40 @@ class RunReport(BaseModel):
     seconds: float
     results: str
     trajectories: str
+    endpoints: dict[str, dict[str, Any]] | None = None  # per endpoint of a server backend, this run's counts
+
+
+def endpoint_stats(policies: list[Any]) -> dict[str, dict[str, Any]] | None:
+    """The endpoints' counts and health of a server backend (``endpoint_stats()``), else None."""
+    for policy in policies:
+        stats = getattr(policy, "endpoint_stats", None)
+        if callable(stats):
+            return stats()
+    return None
+
+
+def endpoint_delta(
+    before: dict[str, dict[str, Any]] | None, after: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]] | None:
+    """This run's share of the process-wide endpoint counts (health as it is at the end)."""
+    if after is None:
+        return None
+    counted = ("requests", "ok", "failed", "times_down")
+    return {
+        url: {k: (v - (before or {}).get(url, {}).get(k, 0) if k in counted else v) for k, v in now.items()}
+        for url, now in after.items()
+    }
 
 
 def policy_factory_for(cfg: EvalConfig) -> Callable[[], Policy]:
     """Builds ``cfg.policy`` from the registry; the run's temperature, seed and limits go to backends
     that declare them (:func:`omniagent.policy.make_policy` validates everything else)."""
-    shared = {"temperature": cfg.temperature, "seed": cfg.seed, "limits": dict(cfg.limits)}
+    shared = {
+        "temperature": cfg.temperature,
+        "seed": cfg.seed,
+        "limits": dict(cfg.limits),
+        **cfg.protocol.sampling(),  # top_p, top_k, max_tokens of a protocol that sets them
+    }
     shared = {k: v for k, v in shared.items() if v is not None}
     return lambda: make_policy(cfg.policy, shared=shared, **cfg.policy_kwargs)
 
@@ -83,7 +116,7 @@ class _Worker:
 
     def __init__(self, cfg: EvalConfig, judge: Any, policy: Policy) -> None:
         self.env = OmniVideoEnv(limits=cfg.limits, judge=judge)
-        self.policy = policy
+        self.policy = MeteredPolicy(policy)  # fills token counts a backend does not report
 
     def close(self) -> None:
         self.env.close()
@@ -132,18 +165,24 @@ class _Run:
     def episode(self, w: _Worker, task: Task, turns: list[TurnRecord]) -> Trajectory:
         """The task's trajectory; each finished turn is also appended to ``turns`` as it happens."""
         cfg = self.cfg
+        seed = episode_seed(cfg.seed, task)
+        if seed != cfg.seed and hasattr(w.policy, "seed"):  # a sample of a question: its own draw
+            w.policy.seed = seed
         if cfg.mode == "passive":
-            return run_passive_episode(
-                w.env, w.policy, task.env_options(), cfg.passive, episode_id=task.id, seed=cfg.seed
+            traj = run_passive_episode(
+                w.env, w.policy, task.env_options(), cfg.passive, episode_id=task.id, seed=seed
             )
-        return run_episode(
-            w.env,
-            w.policy,
-            task.env_options(cfg.max_turns),
-            episode_id=task.id,
-            seed=cfg.seed,
-            on_turn=lambda rec, _percept: turns.append(rec),
-        )
+        else:
+            traj = run_episode(
+                w.env,
+                w.policy,
+                task.env_options(cfg.task_turn_budget(task)),
+                episode_id=task.id,
+                seed=seed,
+                on_turn=lambda rec, _percept: turns.append(rec),
+            )
+        traj.meta["tokens_counted_turns"] = w.policy.counted_turns
+        return traj
 
     def play(self, task: Task) -> dict[str, Any]:
         """Play one task on an idle worker and commit it (runs in a worker thread)."""
@@ -280,14 +319,20 @@ def run_eval(
         )
         todo = [t for t in tasks if t.id not in done]
         run = _Run(cfg, batch, [])
+        endpoints = before = None
         try:
             for _ in range(min(cfg.workers, len(todo))):  # built here, before any worker thread starts
                 run.add_worker(_Worker(cfg, wrap_judge(judge), factory()))
+            before = endpoint_stats([w.policy for w in run.workers])
             if todo:
                 _play_all(
                     run, todo, [done[t.id]["reward"] for t in tasks if t.id in done], len(tasks), on_row
                 )
         finally:
+            endpoints = endpoint_delta(before, endpoint_stats([w.policy for w in run.workers]))
+            if endpoints:
+                for url, c in endpoints.items():
+                    log.info("endpoint %s: %s", url, c)
             run.close()
     return RunReport(
         out_dir=str(out),
@@ -299,4 +344,5 @@ def run_eval(
         seconds=round(time.perf_counter() - t_start, 3),
         results=str(out / RESULTS),
         trajectories=str(out / TRAJECTORIES),
+        endpoints=endpoints,
     )

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from omniagent.eval.accounting import cost_summary
 from omniagent.eval.intervals import bootstrap_ci, cluster_bootstrap_ci
+from omniagent.eval.samples import base_id, samples_summary
 
 __all__ = [
     "DEFAULT_DURATION_BINS",
@@ -119,6 +121,32 @@ def _group(rows: list[dict[str, Any]], n_boot: int, seed: int) -> dict[str, Any]
     }
 
 
+def _time(rows: list[dict[str, Any]], attempted: list[dict[str, Any]]) -> dict[str, Any]:
+    """Model and environment seconds in all, the model's share, and per attempted task."""
+    model_s = sum(r.get("model_seconds", 0.0) for r in rows)
+    env_s = sum(r.get("env_seconds", 0.0) for r in rows)
+    return {
+        "model_seconds": round(model_s, 3),
+        "env_seconds": round(env_s, 3),
+        "model_share": round(model_s / (model_s + env_s), 4) if model_s + env_s > 0 else None,
+        "model_seconds_per_task": _mean([r.get("model_seconds", 0.0) for r in attempted]),
+        "env_seconds_per_task": _mean([r.get("env_seconds", 0.0) for r in attempted]),
+        "wall_seconds_per_task": _mean([r.get("wall_seconds", 0.0) for r in attempted]),
+    }
+
+
+def _score(
+    rows: list[dict[str, Any]], scored: list[dict[str, Any]], n_boot: int, seed: int
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The score's interval and the samples block: with ``samples=k`` the k runs of a question are not
+    independent, so the interval resamples questions."""
+    samples = samples_summary(rows, n_boot=n_boot, seed=seed)
+    values = [r["reward"] for r in scored]
+    if samples is None:
+        return bootstrap_ci(values, n_boot, seed), None
+    return cluster_bootstrap_ci(values, [base_id(r) for r in scored], n_boot, seed), samples
+
+
 def summarize(
     rows: list[dict[str, Any]],
     *,
@@ -138,8 +166,6 @@ def summarize(
     scored_ok = [r for r in ok if scorable(r)]
     attempted = [r for r in rows if r.get("stop_reason") not in (None, "media_error")]
     ctx = [t for r in attempted for t in (r.get("context_tokens") or []) if t is not None]
-    model_s = sum(r.get("model_seconds", 0.0) for r in rows)
-    env_s = sum(r.get("env_seconds", 0.0) for r in rows)
     actions: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     for r in rows:
@@ -160,6 +186,7 @@ def summarize(
     by_type = groups(lambda r: r.get("task_type"))
     for kind, g in by_type.items():
         g["metric"] = TASK_METRICS.get(kind, "score")
+    score, samples = _score(rows, scored, n_boot, seed)
 
     return {
         "name": name,
@@ -168,7 +195,7 @@ def summarize(
         "n_failed": sum(r.get("status") == "failed" for r in rows),
         "n_error": sum(r.get("status") == "error" for r in rows),
         "unscored": len(rows) - len(scored),
-        "score": bootstrap_ci([r["reward"] for r in scored], n_boot, seed),
+        "score": score,
         "score_ok": bootstrap_ci([r["reward"] for r in scored_ok], n_boot, seed),
         "answer_rate": bootstrap_ci([float(r.get("answered") or 0) for r in rows], n_boot, seed),
         "frames_used": bootstrap_ci([r.get("frames_used", 0) for r in attempted], n_boot, seed),
@@ -179,14 +206,7 @@ def summarize(
             "max": max(ctx) if ctx else None,
             "turns_reported": len(ctx),
         },
-        "time": {
-            "model_seconds": round(model_s, 3),
-            "env_seconds": round(env_s, 3),
-            "model_share": round(model_s / (model_s + env_s), 4) if model_s + env_s > 0 else None,
-            "model_seconds_per_task": _mean([r.get("model_seconds", 0.0) for r in attempted]),
-            "env_seconds_per_task": _mean([r.get("env_seconds", 0.0) for r in attempted]),
-            "wall_seconds_per_task": _mean([r.get("wall_seconds", 0.0) for r in attempted]),
-        },
+        "time": _time(rows, attempted),
         "metric_by_task_type": {k: {"metric": g["metric"], **g["score"]} for k, g in by_type.items()},
         "by_task_type": by_type,
         "by_duration": groups(lambda r: duration_bin(r, duration_bins), order=duration_order),
@@ -195,6 +215,8 @@ def summarize(
         "action_share": {k: round(v / n_actions, 4) for k, v in actions.most_common()} if n_actions else {},
         "error_codes": dict(errors.most_common()),
         "stop_reasons": dict(Counter(str(r.get("stop_reason")) for r in rows).most_common()),
+        "cost": cost_summary(rows),
+        "samples": samples,
         "bootstrap": {"n_boot": n_boot, "seed": seed, "level": 0.95, "method": "BCa", "order": "task id"},
         "duration_bins": [float(e) for e in duration_bins],
     }

@@ -24,11 +24,10 @@ from omegaconf import DictConfig
 
 from envs.jsonl import write_atomic
 from omniagent.eval.config import check_decoding, check_frozen, eval_config_from, judge_config, to_plain
+from omniagent.eval.hydra_help import CONF_DIR
 from omniagent.eval.judges import make_judge
 from omniagent.eval.pipeline import load_tasks_from_config, run_one
 from omniagent.eval.summary import make_console
-
-CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")  # the repository's hydra configs
 
 CSV_FIELDS = ["k", "seed", "n", "score", "ci_lo", "ci_hi", "turns", "frames_used", "answer_rate", "out_dir"]
 
