@@ -30,20 +30,26 @@ def readme_eval_commands() -> list[list[str]]:
 
 def test_readme_eval_commands_compose() -> None:
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
     commands = readme_eval_commands()
     assert any(any("policy.kwargs.base_url" in a for a in c) for c in commands)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         for args in commands:
-            cfg = compose(config_name="eval", overrides=args)  # a struct error raises here
+            cfg = compose(config_name="eval", overrides=args, return_hydra_config=True)  # struct errors raise
+            choices = cfg.hydra.runtime.choices
+            cfg = OmegaConf.to_container(cfg, resolve=False)  # an ${oc.env:...} value reads back as written
             for arg in args:
                 key, _, value = arg.lstrip("+").partition("=")
-                if key == "benchmarks":  # a config group choice, not a key
-                    assert cfg.benchmark.name == value
+                if key in choices:  # a config group choice (benchmarks=, protocol=), not a key
+                    assert choices[key] == value, arg
                     continue
                 node = cfg
                 for part in key.split("."):
                     node = node[part]
+                if isinstance(node, list):  # a list override reads back as its items
+                    assert "[" + ",".join(str(x) for x in node) + "]" == value, arg
+                    continue
                 shown = str(node).lower() if isinstance(node, bool) else str(node)  # YAML true/True
                 assert shown == value.lower() if isinstance(node, bool) else shown == value, arg
 

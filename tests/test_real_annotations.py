@@ -76,6 +76,7 @@ def test_dailyomni_real_clips_end_to_end(policy: str, tmp_path: Path) -> None:
         sys.executable, str(ROOT / "scripts" / "eval.py"), "benchmarks=dailyomni",
         f"benchmark.annotations={ANN / 'dailyomni' / 'qa.json'}", f"benchmark.media_root={media}",
         f"out_dir={out}", f"policy.name={policy}", "workers=1", "progress=false", "summary.n_boot=200",
+        "+benchmark.dataset_kwargs.follow_links_outside_media_root=true",  # the clips are links to ../shared
     ]  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
