@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 from doc_texts import doc_text
+from omegaconf import OmegaConf
 
 REPO = Path(__file__).resolve().parents[1]
 
