@@ -3,12 +3,16 @@
 Why a plan rather than one seek per frame: an exact seek costs a decode from the previous keyframe
 (up to a whole GOP). So requested times are read in one sorted sweep:
 
-- a target within ``forward_gap_s`` of where the decoder already is: keep decoding forward
-  (a dense window costs one seek in all);
-- a target further ahead: seek to the keyframe at or before it; if that keyframe lies within
-  ``snap_tolerance`` x (spacing between requested frames) of the target, return the keyframe itself
-  (a wide scan then decodes about one frame per request, the physical floor); otherwise decode
-  forward to the frame nearest the target.
+- seek or decode forward, whichever decodes less: a seek lands on the keyframe at or before the
+  target, so it saves work only when that keyframe comes after the current frame. The demuxer's
+  index says where that keyframe is (no I/O). Without an index to ask (MPEG-PS/TS, or past the end
+  of a partial index) the distance decides: a target within ``forward_gap_s`` is decoded forward
+  to, a further one sought. A dense window costs about one seek per keyframe it spans;
+- a target within ``forward_gap_s`` of where the decoder already is gets its nearest frame;
+- a target further ahead, when sought: if the keyframe lies within ``snap_tolerance`` x (spacing
+  between requested frames) of the target, return the keyframe itself (a wide scan then decodes
+  about one frame per request, the physical floor); otherwise decode forward to the frame nearest
+  the target.
 
 Every returned frame carries its true presentation time, never the requested one, and is shown
 as players show it: turned and mirrored by the stream's display matrix (:mod:`envs.orientation`).
@@ -50,7 +54,7 @@ class ReadPlan:
     """How to read a set of target times; see the module docstring."""
 
     snap_tolerance: float = 0.5  # fraction of the spacing between targets a keyframe may be off by
-    forward_gap_s: float = 2.0  # decode forward instead of seeking when the next target is this close
+    forward_gap_s: float = 2.0  # without a seek index: decode forward, not seek, to a target this close
     max_miss_s: float = 1.0  # a frame further than this from its target means the data ended early
 
 
@@ -358,16 +362,31 @@ class PyAVDecoder(VideoDecoder):
             return self._prev
         return self._cur
 
+    def _landing(self, t: float) -> float | None:
+        """The time of the keyframe a seek to ``t`` lands on, read from the demuxer's index (no I/O),
+        or None where the index cannot say: a container without one, or an index that ends before ``t``."""
+        if self._unindexed:
+            return None
+        entries = self._stream.index_entries
+        target = self._stream_ts(t)
+        if not len(entries) or entries[len(entries) - 1].timestamp < target:
+            return None
+        i = entries.search_timestamp(target, backward=True, any_frame=False)
+        return None if i < 0 else entries[i].timestamp * self._tb - self._offset
+
     def _read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
         out: list[DecodedFrame] = []
         tol = plan.snap_tolerance * spacing if spacing > 0 else 0.0
         for t in times:
             here = None if self._cur is None else self._time(self._cur)
             floor = here if self._prev is None else self._time(self._prev)
-            if here is None or t - here > plan.forward_gap_s or t < floor:
+            behind = here is None or t < floor  # no position yet, or the target lies behind it
+            far = behind or t - here > plan.forward_gap_s
+            landing = None if behind else self._landing(t)
+            if behind or (far if landing is None else landing > here):
                 self._seek(t)
                 key_time = self._time(self._cur)
-                if key_time <= t and t - key_time <= tol:
+                if far and key_time <= t and t - key_time <= tol:
                     out.append(self._convert(self._cur))  # snapped to the keyframe
                     continue
             out.append(self._convert(self._forward_to(t, plan)))
