@@ -80,6 +80,7 @@ def make_decoder(
     orientation: Orientation | None = None,
     access: MediaAccess | None = None,
     unindexed: bool = False,
+    threads: int = 0,
 ) -> VideoDecoder:
     """Open ``path`` with the decoder registered as ``name`` (unknown names raise, listing the known).
 
@@ -87,6 +88,7 @@ def make_decoder(
     containers without a seek index (``unindexed``), one with ``rotates = False`` on turned or
     mirrored videos, one with ``confines = False`` on URLs: decord returns frames 6 to 25 positions
     off on MPEG-PS/TS files, squashed or crashing rotated frames, and takes no FFmpeg whitelists.
+    ``threads``: decoding threads per video (0: the library's choice; 1: none besides the caller's).
     """
     cls = DECODERS[name]
     orientation = orientation or Orientation()
@@ -101,7 +103,7 @@ def make_decoder(
     if why:
         log.warning("%s: the %s decoder cannot read a %s correctly; using pyav", path, name, why)
         cls = DECODERS["pyav"]
-    return cls(path, size, orientation, access)
+    return cls(path, size, orientation, access, threads=threads)
 
 
 class VideoDecoder(abc.ABC):
@@ -121,9 +123,11 @@ class VideoDecoder(abc.ABC):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
         self.path = path
         self.size = size
+        self.threads = threads  # decoding threads (0: the library's choice)
         self.orientation = orientation or Orientation()
         self.access = access or MediaAccess()
 
@@ -189,8 +193,9 @@ class PyAVDecoder(VideoDecoder):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
-        super().__init__(path, size, orientation, access)
+        super().__init__(path, size, orientation, access, threads)
         import av
 
         self._container = open_container(path, self.access)
@@ -200,6 +205,10 @@ class PyAVDecoder(VideoDecoder):
             self._container.close()
             raise MediaError(path, "no decodable video stream", code="media_no_streams") from exc
         self._stream.thread_type = "AUTO"
+        # FFmpeg's frame threads cost CPU after every seek (the pipeline refills) and at open and
+        # close; worth it for one long decode on idle cores, not when many videos decode at once
+        self._stream.codec_context.thread_count = threads
+        self._reformatter = av.video.reformatter.VideoReformatter()
         self._tb = float(self._stream.time_base)
         # Zero is the container's start (the earliest stream), so video and audio times agree.
         start = self._container.start_time
@@ -220,7 +229,10 @@ class PyAVDecoder(VideoDecoder):
 
     def _convert(self, frame) -> DecodedFrame:  # type: ignore[no-untyped-def]
         w, h = self.coded_size
-        image = self.upright(frame.to_ndarray(width=w, height=h, format="rgb24"))
+        # one scaler for the decoder's life: ``to_ndarray(width=...)`` builds a new one per frame, which
+        # costs as much as the scaling itself; the pixels are the same
+        rgb = self._reformatter.reformat(frame, width=w, height=h, format="rgb24")
+        image = self.upright(rgb.to_ndarray())
         return DecodedFrame(time=round(self._time(frame), 6), image=image)
 
     def _packets(self):  # type: ignore[no-untyped-def]
@@ -416,8 +428,9 @@ class DecordDecoder(VideoDecoder):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
-        super().__init__(path, size, orientation, access)
+        super().__init__(path, size, orientation, access, threads)
         try:
             import decord
         except ImportError as exc:
@@ -429,7 +442,9 @@ class DecordDecoder(VideoDecoder):
             offset = (c.start_time / 1_000_000 if c.start_time is not None else 0.0) - stream_start
         try:  # a name is a file: the explicit file: protocol, as for PyAV
             url = input_url(path, self.access)
-            self._vr = decord.VideoReader(url, ctx=decord.cpu(0), width=size[0], height=size[1])
+            self._vr = decord.VideoReader(
+                url, ctx=decord.cpu(0), width=size[0], height=size[1], num_threads=threads
+            )
         except decord.DECORDError as exc:
             raise MediaError(path, f"decord cannot open it ({exc})", code="media_unreadable") from exc
         stamps = self._vr.get_frame_timestamp(range(len(self._vr))) - offset  # (start, end) per frame

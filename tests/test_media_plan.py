@@ -90,3 +90,23 @@ def test_without_an_index_the_distance_decides(videos: dict[int, Path], tmp_path
         == [read_barcode(f.image) for f in frames]
         == [0, 60, 120]
     )
+
+
+def test_decoder_threads_follow_the_limits_and_serve_the_same_frames(videos: dict[int, Path]) -> None:
+    """``decode_threads=1`` (an evaluation's default) decodes in the caller's thread; the frames are
+    the same as with the decoder's own choice of threads."""
+    from envs.limits import EnvLimits
+    from envs.media import MediaConfig, MediaSource
+
+    served = {}
+    for threads in (0, 1):
+        source = MediaSource(
+            videos[25], MediaConfig.from_limits(EnvLimits(decode_threads=threads, max_side=128))
+        )
+        try:
+            count = source._decoder._stream.codec_context.thread_count  # type: ignore[union-attr]
+            assert (count == 1) == (threads == 1)  # 0: FFmpeg's choice, one per core and one more
+            served[threads] = [(f.time, f.image.tobytes()) for f in source.frames(0.0, 9.9, 12)]
+        finally:
+            source.close()
+    assert served[0] == served[1]
