@@ -54,7 +54,7 @@ class ReadPlan:
     """How to read a set of target times; see the module docstring."""
 
     snap_tolerance: float = 0.5  # fraction of the spacing between targets a keyframe may be off by
-    forward_gap_s: float = 2.0  # without a seek index: decode forward, not seek, to a target this close
+    forward_gap_s: float = 2.0  # a target this close: its nearest frame, no snap (no index: decode forward)
     max_miss_s: float = 1.0  # a frame further than this from its target means the data ended early
 
 
