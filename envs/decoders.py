@@ -3,12 +3,16 @@
 Why a plan rather than one seek per frame: an exact seek costs a decode from the previous keyframe
 (up to a whole GOP). So requested times are read in one sorted sweep:
 
-- a target within ``forward_gap_s`` of where the decoder already is: keep decoding forward
-  (a dense window costs one seek in all);
-- a target further ahead: seek to the keyframe at or before it; if that keyframe lies within
-  ``snap_tolerance`` x (spacing between requested frames) of the target, return the keyframe itself
-  (a wide scan then decodes about one frame per request, the physical floor); otherwise decode
-  forward to the frame nearest the target.
+- seek or decode forward, whichever decodes less: a seek lands on the keyframe at or before the
+  target, so it saves work only when that keyframe comes after the current frame. The demuxer's
+  index says where that keyframe is (no I/O). Without an index to ask (MPEG-PS/TS, or past the end
+  of a partial index) the distance decides: a target within ``forward_gap_s`` is decoded forward
+  to, a further one sought. A dense window costs about one seek per keyframe it spans;
+- a target within ``forward_gap_s`` of where the decoder already is gets its nearest frame;
+- a target further ahead, when sought: if the keyframe lies within ``snap_tolerance`` x (spacing
+  between requested frames) of the target, return the keyframe itself (a wide scan then decodes
+  about one frame per request, the physical floor); otherwise decode forward to the frame nearest
+  the target.
 
 Every returned frame carries its true presentation time, never the requested one, and is shown
 as players show it: turned and mirrored by the stream's display matrix (:mod:`envs.orientation`).
@@ -50,7 +54,7 @@ class ReadPlan:
     """How to read a set of target times; see the module docstring."""
 
     snap_tolerance: float = 0.5  # fraction of the spacing between targets a keyframe may be off by
-    forward_gap_s: float = 2.0  # decode forward instead of seeking when the next target is this close
+    forward_gap_s: float = 2.0  # a target this close: its nearest frame, no snap (no index: decode forward)
     max_miss_s: float = 1.0  # a frame further than this from its target means the data ended early
 
 
@@ -76,6 +80,7 @@ def make_decoder(
     orientation: Orientation | None = None,
     access: MediaAccess | None = None,
     unindexed: bool = False,
+    threads: int = 0,
 ) -> VideoDecoder:
     """Open ``path`` with the decoder registered as ``name`` (unknown names raise, listing the known).
 
@@ -83,6 +88,7 @@ def make_decoder(
     containers without a seek index (``unindexed``), one with ``rotates = False`` on turned or
     mirrored videos, one with ``confines = False`` on URLs: decord returns frames 6 to 25 positions
     off on MPEG-PS/TS files, squashed or crashing rotated frames, and takes no FFmpeg whitelists.
+    ``threads``: decoding threads per video (0: the library's choice; 1: none besides the caller's).
     """
     cls = DECODERS[name]
     orientation = orientation or Orientation()
@@ -97,7 +103,7 @@ def make_decoder(
     if why:
         log.warning("%s: the %s decoder cannot read a %s correctly; using pyav", path, name, why)
         cls = DECODERS["pyav"]
-    return cls(path, size, orientation, access)
+    return cls(path, size, orientation, access, threads=threads)
 
 
 class VideoDecoder(abc.ABC):
@@ -117,9 +123,11 @@ class VideoDecoder(abc.ABC):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
         self.path = path
         self.size = size
+        self.threads = threads  # decoding threads (0: the library's choice)
         self.orientation = orientation or Orientation()
         self.access = access or MediaAccess()
 
@@ -185,8 +193,9 @@ class PyAVDecoder(VideoDecoder):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
-        super().__init__(path, size, orientation, access)
+        super().__init__(path, size, orientation, access, threads)
         import av
 
         self._container = open_container(path, self.access)
@@ -196,6 +205,10 @@ class PyAVDecoder(VideoDecoder):
             self._container.close()
             raise MediaError(path, "no decodable video stream", code="media_no_streams") from exc
         self._stream.thread_type = "AUTO"
+        # FFmpeg's frame threads cost CPU after every seek (the pipeline refills) and at open and
+        # close; worth it for one long decode on idle cores, not when many videos decode at once
+        self._stream.codec_context.thread_count = threads
+        self._reformatter = av.video.reformatter.VideoReformatter()
         self._tb = float(self._stream.time_base)
         # Zero is the container's start (the earliest stream), so video and audio times agree.
         start = self._container.start_time
@@ -216,7 +229,10 @@ class PyAVDecoder(VideoDecoder):
 
     def _convert(self, frame) -> DecodedFrame:  # type: ignore[no-untyped-def]
         w, h = self.coded_size
-        image = self.upright(frame.to_ndarray(width=w, height=h, format="rgb24"))
+        # one scaler for the decoder's life: ``to_ndarray(width=...)`` builds a new one per frame, which
+        # costs as much as the scaling itself; the pixels are the same
+        rgb = self._reformatter.reformat(frame, width=w, height=h, format="rgb24")
+        image = self.upright(rgb.to_ndarray())
         return DecodedFrame(time=round(self._time(frame), 6), image=image)
 
     def _packets(self):  # type: ignore[no-untyped-def]
@@ -358,16 +374,31 @@ class PyAVDecoder(VideoDecoder):
             return self._prev
         return self._cur
 
+    def _landing(self, t: float) -> float | None:
+        """The time of the keyframe a seek to ``t`` lands on, read from the demuxer's index (no I/O),
+        or None where the index cannot say: a container without one, or an index that ends before ``t``."""
+        if self._unindexed:
+            return None
+        entries = self._stream.index_entries
+        target = self._stream_ts(t)
+        if not len(entries) or entries[len(entries) - 1].timestamp < target:
+            return None
+        i = entries.search_timestamp(target, backward=True, any_frame=False)
+        return None if i < 0 else entries[i].timestamp * self._tb - self._offset
+
     def _read(self, times: list[float], spacing: float, plan: ReadPlan) -> list[DecodedFrame]:
         out: list[DecodedFrame] = []
         tol = plan.snap_tolerance * spacing if spacing > 0 else 0.0
         for t in times:
             here = None if self._cur is None else self._time(self._cur)
             floor = here if self._prev is None else self._time(self._prev)
-            if here is None or t - here > plan.forward_gap_s or t < floor:
+            behind = here is None or t < floor  # no position yet, or the target lies behind it
+            far = behind or t - here > plan.forward_gap_s
+            landing = None if behind else self._landing(t)
+            if behind or (far if landing is None else landing > here):
                 self._seek(t)
                 key_time = self._time(self._cur)
-                if key_time <= t and t - key_time <= tol:
+                if far and key_time <= t and t - key_time <= tol:
                     out.append(self._convert(self._cur))  # snapped to the keyframe
                     continue
             out.append(self._convert(self._forward_to(t, plan)))
@@ -397,8 +428,9 @@ class DecordDecoder(VideoDecoder):
         size: tuple[int, int],
         orientation: Orientation | None = None,
         access: MediaAccess | None = None,
+        threads: int = 0,
     ) -> None:
-        super().__init__(path, size, orientation, access)
+        super().__init__(path, size, orientation, access, threads)
         try:
             import decord
         except ImportError as exc:
@@ -410,7 +442,9 @@ class DecordDecoder(VideoDecoder):
             offset = (c.start_time / 1_000_000 if c.start_time is not None else 0.0) - stream_start
         try:  # a name is a file: the explicit file: protocol, as for PyAV
             url = input_url(path, self.access)
-            self._vr = decord.VideoReader(url, ctx=decord.cpu(0), width=size[0], height=size[1])
+            self._vr = decord.VideoReader(
+                url, ctx=decord.cpu(0), width=size[0], height=size[1], num_threads=threads
+            )
         except decord.DECORDError as exc:
             raise MediaError(path, f"decord cannot open it ({exc})", code="media_unreadable") from exc
         stamps = self._vr.get_frame_timestamp(range(len(self._vr))) - offset  # (start, end) per frame

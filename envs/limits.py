@@ -65,6 +65,14 @@ class EnvLimits(BaseModel):
         json_schema_extra={"cli_aliases": ["--decoder"]},
     )
 
+    decode_threads: int = Field(
+        0,
+        ge=0,
+        description="threads per video decoder: 0 lets the decoder choose (frame threads on every core, "
+        "faster for one long clip on idle cores); 1 decodes in the episode's own thread, with less CPU per "
+        "frame (an evaluation with many workers, where the workers are the parallelism)",
+    )
+
     allow_protocols: tuple[str, ...] = Field(
         (),
         description="URL protocols a media name may use (comma-separated, e.g. https); by default a name "

@@ -58,6 +58,7 @@ _LIMITS = EnvLimits()  # backend and max_side are environment limits: their defa
 class MediaConfig:
     backend: str = _LIMITS.backend  # video decoder: "pyav" (default, see README benchmark) or "decord"
     max_side: int = _LIMITS.max_side  # frames are resized so their longer side is at most this many pixels
+    decode_threads: int = _LIMITS.decode_threads  # threads per video decoder (0: the library's choice)
     plan: ReadPlan = field(default_factory=ReadPlan)
     access: MediaAccess = field(default_factory=MediaAccess)  # protocols/demuxers allowed beyond a file
 
@@ -65,7 +66,13 @@ class MediaConfig:
     def from_limits(cls, limits: EnvLimits, **kw: Any) -> MediaConfig:
         """The media settings of an environment's limits (``kw``: the rest, e.g. ``plan``)."""
         access = MediaAccess(tuple(limits.allow_protocols), tuple(limits.allow_demuxers))
-        return cls(backend=limits.backend, max_side=limits.max_side, access=access, **kw)
+        return cls(
+            backend=limits.backend,
+            max_side=limits.max_side,
+            decode_threads=limits.decode_threads,
+            access=access,
+            **kw,
+        )
 
 
 def probe(path: str, access: MediaAccess | None = None) -> MediaInfo:
@@ -178,7 +185,13 @@ class MediaSource:
             assert self.info.width and self.info.height
             self.frame_size = output_size(self.info.width, self.info.height, self.config.max_side)
             self._decoder = make_decoder(
-                self.config.backend, self.path, self.frame_size, orientation, self.config.access, unindexed
+                self.config.backend,
+                self.path,
+                self.frame_size,
+                orientation,
+                self.config.access,
+                unindexed,
+                threads=self.config.decode_threads,
             )
             self._check_video_ends()
 

@@ -475,7 +475,12 @@ def test_eval_config_is_validated_from_the_hydra_config(synth_dir: Path, tmp_pat
     ecfg = eval_config_from(cfg)
     assert (ecfg.workers, ecfg.seed, ecfg.max_consecutive_policy_errors, ecfg.progress) == (3, 5, 0, False)
     assert ecfg.threads == 1
-    assert ecfg.env_limits() == EnvLimits(**OmegaConf.to_container(cfg.benchmark.limits, resolve=True))
+    preset = OmegaConf.to_container(cfg.benchmark.limits, resolve=True)
+    assert ecfg.env_limits() == EnvLimits(**preset, decode_threads=1)  # the run's decoder threads
+    assert eval_config_from(compose([*ov, "decode_threads=0"])).env_limits().decode_threads == 0
+    assert ecfg.fingerprint() == eval_config_from(compose([*ov, "decode_threads=0"])).fingerprint()
+    with pytest.raises(ValidationError, match="decode_threads is a run setting"):
+        eval_config_from(compose([*ov, "unfreeze=true", "+benchmark.limits.decode_threads=2"]))
     assert ecfg.temperature == cfg.benchmark.temperature and ecfg.max_turns == cfg.benchmark.max_turns
     with open_dict(cfg):  # a key the config lacks takes the model's one default, not a second copy
         del cfg["workers"]

@@ -44,3 +44,14 @@ def test_server_and_instant_policy_play_the_same_workload(tmp_path: Path) -> Non
         {**served, "latency": 0.5, "workers": 2, "server_cpu": 0.1, "build_ms": 1.0, "ceiling": instant}
     )
     assert row.split()[:2] == ["0.5s", "2"]
+    decode_bound = {
+        **served,
+        "latency": 0.001,
+        "workers": 2,
+        "server_cpu": 0.1,
+        "build_ms": 1.0,
+        "ceiling": instant,
+    }
+    bench.row_text(decode_bound)  # ideal 2000 turns/s: the decode-only run is the ceiling
+    expected = (instant["cpu"] / instant["turns"]) / ((served["cpu"] + 0.1) / served["turns"])
+    assert decode_bound["cpu_limit"] == expected and 0 < expected < 1.5

@@ -51,7 +51,14 @@ from pydantic import Field, SecretStr, field_validator
 from envs.messages import Message
 from omniagent.backends.constrained import TurnSchemas
 from omniagent.backends.entropy import TOPK_ESTIMATOR, topk_entropy
-from omniagent.backends.openai_endpoints import EndpointPool, client_for, retriable, run_on_loop, shared_pool
+from omniagent.backends.openai_endpoints import (
+    EndpointPool,
+    chat_completion,
+    client_for,
+    retriable,
+    run_on_loop,
+    shared_pool,
+)
 from omniagent.backends.openai_errors import connection_cut, request_url, root_cause, server_message
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
 from omniagent.eval.judges import api_key_or_env as api_key_or_env  # one rule for the agent and the judge
@@ -370,14 +377,14 @@ class OpenAIPolicy(Policy):
         t0 = time.perf_counter()
         try:
             try:
-                resp = self._call(lambda c: c.chat.completions.create(**kwargs))
+                resp = self._call(lambda c: chat_completion(c, kwargs))
             except openai.BadRequestError as exc:
                 if not self._logprobs_ok or "logprob" not in server_message(exc).lower():
                     raise
                 self._logprobs_ok = False  # the server refuses log-probs: go on without entropy
                 kwargs.pop("logprobs", None)
                 kwargs.pop("top_logprobs", None)
-                resp = self._call(lambda c: c.chat.completions.create(**kwargs))
+                resp = self._call(lambda c: chat_completion(c, kwargs))
         except openai.OpenAIError as exc:
             raise self._translate(exc) from None
         except (ValueError, TypeError) as exc:  # a body that is not JSON (json.JSONDecodeError)

@@ -51,6 +51,7 @@ _RUN_KEYS = (
     "seed",
     "workers",
     "threads",
+    "decode_threads",
     "retry_failed",
     "max_consecutive_policy_errors",
     "progress",
@@ -75,6 +76,12 @@ class EvalConfig(BaseModel):
     workers: int = Field(1, ge=1, description="threads, one environment and one policy each")
     threads: int | None = Field(
         None, ge=1, description="torch CPU threads (null: torch's default); not in the fingerprint"
+    )
+    decode_threads: int = Field(
+        1,
+        ge=0,
+        description="threads per video decoder (EnvLimits.decode_threads): 1, the workers being the "
+        "parallelism; 0 lets the decoder choose; not in the fingerprint",
     )
     passive: PassiveConfig = Field(default_factory=PassiveConfig)
     retry_failed: bool = Field(False, description="rerun tasks whose row is a media or policy failure")
@@ -102,11 +109,13 @@ class EvalConfig(BaseModel):
     @classmethod
     def _valid_limits(cls, limits: dict[str, Any]) -> dict[str, Any]:
         EnvLimits(**limits)  # an unknown key or a value out of range fails here, before any task runs
+        if "decode_threads" in limits:
+            raise ValueError("decode_threads is a run setting: write decode_threads=N, not in the limits")
         return limits
 
     def env_limits(self) -> EnvLimits:
-        """The validated environment limits of this run."""
-        return EnvLimits(**self.limits)
+        """The validated environment limits of this run (with its ``decode_threads``)."""
+        return EnvLimits(**{**self.limits, "decode_threads": self.decode_threads})
 
     def turn_budget(self) -> int:
         return self.max_turns or self.env_limits().max_turns
@@ -140,10 +149,10 @@ class EvalConfig(BaseModel):
 
 
 def fingerprint_limits(limits: EnvLimits) -> dict[str, Any]:
-    """The limits that change the numbers: not the decoder, and the media access options only when
-    set (so folders made before those options existed still resume)."""
+    """The limits that change the numbers: not the decoder nor its threads, and the media access options
+    only when set (so folders made before those options existed still resume)."""
     unset = {name for name in ("allow_protocols", "allow_demuxers") if not getattr(limits, name)}
-    return limits.model_dump(exclude={"backend", *unset})
+    return limits.model_dump(exclude={"backend", "decode_threads", *unset})
 
 
 class FrozenPresetError(ValueError):

@@ -39,6 +39,12 @@ def merge_runs(folders: Sequence[str | Path], out: str | Path) -> tuple[MergeRep
     """Merge evaluation shard folders into ``out``; returns the merge report and the merged summary."""
     from omniagent.eval.summary import summarize, write_summary
 
+    kind = ((read_manifest(folders[0]) or {}).get("extra") or {}).get("kind") if folders else None
+    if kind is not None:  # another batch job's shards (teacher synthesis: "synthesis")
+        raise MergeError(
+            f"{folders[0]} is a shard of a {kind} run, not an evaluation: merge it with its own command "
+            "(synthesis: python rl/synthesize.py merge DIR... --out DIR)"
+        )
     report, rows = merge_batches(folders, out, RUN_LAYOUT)
     out = Path(out)
     meta_path = Path(folders[0]) / RUN_META

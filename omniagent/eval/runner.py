@@ -115,7 +115,7 @@ class _Worker:
     """One environment and one policy, used by one thread at a time."""
 
     def __init__(self, cfg: EvalConfig, judge: Any, policy: Policy) -> None:
-        self.env = OmniVideoEnv(limits=cfg.limits, judge=judge)
+        self.env = OmniVideoEnv(limits=cfg.env_limits(), judge=judge)
         self.policy = MeteredPolicy(policy)  # fills token counts a backend does not report
 
     def close(self) -> None:

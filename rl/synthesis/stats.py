@@ -41,6 +41,8 @@ def task_statistics(task: Task, trajs: list[Trajectory], seconds: float, error: 
 
 
 def summarize(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over the finished tasks' rows, the same in any order (a merge of shards sorts them by id)."""
+    stats = sorted(stats, key=lambda s: str(s["task_id"]))
     ok = [s for s in stats if not s.get("error")]
     by_type: dict[str, list[dict]] = {}
     for s in ok:

@@ -33,6 +33,13 @@ that was cut off mid-way):
 - ``task_stats.jsonl``: one line per finished task (pass@N, mean turns, rejection reasons);
 - ``summary.json``: totals over all finished tasks.
 
+Large runs (:mod:`rl.synthesis.folder`, :mod:`rl.synthesis.workers`): ``workers=N`` keeps N tasks in
+flight, each worker with its own environment and teacher (a teacher server with several endpoints
+serves them all); results are deduped and committed in task order, so the output does not depend on
+``workers``. ``shard=I/N`` runs one part of the tasks into ``out_dir/shard-I-of-N``;
+``python rl/synthesize.py merge DIR... --out DIR`` joins the parts into what one run would have
+written (the same kept and rejected trajectories, task stats and summary).
+
 Hindsight-teacher mode (``teacher.hindsight=true``): the teacher sees the task's ground-truth evidence
 intervals as an extra text part of the first user message (:class:`TeacherPolicy` adds it to what
 the policy sees; the environment and the saved trajectory never contain it), and the leakage check
@@ -47,6 +54,8 @@ import json
 import logging
 import sys
 import time
+from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +69,7 @@ from envs.messages import Message, text_part
 from envs.tasks import Task, load_tasks_jsonl
 from omniagent.episode import run_episode
 from omniagent.eval.batch import ErrorStreak, FolderLockedError, ResumableBatch
+from omniagent.eval.shards import ShardSpecError
 from omniagent.policy import Policy, TurnOutput, make_policy
 from omniagent.trajectory import Trajectory
 from rl.synthesis.audit_judge import AuditJudge, AuditJudgeError, build_judge
@@ -71,12 +81,13 @@ from rl.synthesis.filters import (
     numbers_in,
     outcome_check,
 )
+from rl.synthesis.folder import KEPT, REJECTED, SUMMARY, merge_main, open_batch, shard_tasks
 from rl.synthesis.stats import summarize, task_statistics
+from rl.synthesis.workers import run_in_order
 
 logger = logging.getLogger("omniagent.synthesize")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-KEPT, REJECTED, TASK_STATS, SUMMARY = "kept.jsonl", "rejected.jsonl", "task_stats.jsonl", "summary.json"
 
 DEFAULT_HINT = (
     "[Teacher hint, hidden from the final data: the evidence needed to answer lies in {intervals} "
@@ -166,14 +177,10 @@ def allowed_numbers(task: Task) -> list[float]:
     return nums
 
 
-def quality_control(
-    trajs: list[Trajectory],
-    task: Task,
-    cfg: dict[str, Any],
-    judge: AuditJudge | None,
-    deduper: Deduper,
-) -> None:
-    """Fill ``traj.meta["qc"]`` of every trajectory: ``kept``, ``reasons``, scores, audit, leaks."""
+def check_samples(trajs: list[Trajectory], task: Task, cfg: dict[str, Any], judge: AuditJudge | None) -> None:
+    """The checks of one task's samples that need no other task: hygiene, outcome, leakage, the audit.
+
+    Each trajectory's ``meta.qc`` gets its scores and ``reasons``; :func:`dedupe_samples` finishes it."""
     f = cfg["filters"]
     thresholds = OutcomeThresholds(**f["outcome"])
     hindsight = bool(cfg["teacher"]["hindsight"])
@@ -218,6 +225,10 @@ def quality_control(
             if not result.passed(float(audit_cfg["min_score"])):
                 qc["reasons"].append("audit_low")
 
+
+def dedupe_samples(trajs: list[Trajectory], cfg: dict[str, Any], deduper: Deduper) -> None:
+    """Drop repeats of what the run already kept (``deduper``, tasks in order) and set ``meta.qc.kept``."""
+
     # Dedupe the survivors, best first: highest audit, then fewest turns (a teacher's scripted mistake
     # does not count: it is staged, not a worse search), then sample order.
     def rank(t: Trajectory) -> tuple[float, int, int]:
@@ -227,7 +238,7 @@ def quality_control(
 
     survivors = sorted((t for t in trajs if not t.meta["qc"]["reasons"]), key=rank)
     kept_per_task = 0
-    cap = f.get("max_keep_per_task")
+    cap = cfg["filters"].get("max_keep_per_task")
     for traj in survivors:
         qc = traj.meta["qc"]
         if cap is not None and kept_per_task >= int(cap):
@@ -280,18 +291,17 @@ def task_hint(task: Task, teacher_cfg: dict[str, Any]) -> str | None:
 
 
 class Sampler:
-    """Runs the teacher's best-of-N episodes of one task, each with its own seed and turn budget."""
+    """One worker: an environment and a teacher that run a task's best-of-N episodes, each with its own
+    seed and turn budget, and check them (:func:`check_samples`; the dedupe waits for the task's turn)."""
 
-    def __init__(self, cfg: dict[str, Any], env: OmniVideoEnv, policy: Policy, limits: EnvLimits) -> None:
-        self.env, self.policy, self.limits = env, policy, limits
+    def __init__(
+        self, cfg: dict[str, Any], limits: EnvLimits, judge: AuditJudge | None, policy: Policy, owns: bool
+    ) -> None:
+        self.cfg, self.limits, self.judge, self.policy, self.owns = cfg, limits, judge, policy, owns
+        # the offline auditor also scores free-form answers (exact match); a judge model does not
+        self.env = OmniVideoEnv(limits=limits, judge=getattr(judge, "ff_judge", None))
         self.seed, self.n = int(cfg["seed"]), int(cfg["n_samples"])
         self.lo, self.hi = int(cfg["turn_budget"]["min"]), int(cfg["turn_budget"]["max"])
-        self.streak = ErrorStreak(
-            int(cfg["teacher"].get("max_consecutive_policy_errors") or 0),
-            error=lambda n, last: SynthesisError(
-                f"the teacher failed {n} episodes in a row; last error: {last}"
-            ),
-        )
 
     def episode(self, task: Task, i: int, hint: str | None) -> Trajectory:
         seed = sample_seed(self.seed, task.id, i)
@@ -312,17 +322,32 @@ class Sampler:
         )
         return traj
 
-    def task(self, task: Task, hint: str | None) -> tuple[list[Trajectory], str | None]:
-        """The task's trajectories, or the media error that stopped it (then its trajectories are dropped)."""
+    def task(self, task: Task) -> Sampled:
+        """The task's checked trajectories, or the media error that stopped it (then they are dropped)."""
+        started = time.perf_counter()
+        hint = task_hint(task, self.cfg["teacher"])
         trajs: list[Trajectory] = []
         for i in range(self.n):
             try:
-                traj = self.episode(task, i, hint)
+                trajs.append(self.episode(task, i, hint))
             except MediaError as exc:
-                return trajs, f"{type(exc).__name__}: {exc}"
-            trajs.append(traj)
-            self.streak.update(failed=traj.stop_reason == "policy_error", detail=traj.error)
-        return trajs, None
+                return Sampled(trajs, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+        check_samples(trajs, task, self.cfg, self.judge)
+        return Sampled(trajs, None, time.perf_counter() - started)
+
+    def close(self) -> None:
+        self.env.close()
+        if self.owns:
+            self.policy.close()
+
+
+@dataclass
+class Sampled:
+    """What a worker hands back for one task (``seconds``: the task's wall time on its worker)."""
+
+    trajs: list[Trajectory]
+    error: str | None
+    seconds: float
 
 
 def build_teacher(cfg: dict[str, Any], limits: EnvLimits) -> Policy:
@@ -336,26 +361,50 @@ def build_teacher(cfg: dict[str, Any], limits: EnvLimits) -> Policy:
     return make_policy(teacher["backend"], shared=shared, **kwargs)
 
 
+def build_samplers(
+    cfg: dict[str, Any], judge: AuditJudge | None, policy: Policy | None, n_tasks: int
+) -> list[Sampler]:
+    """``workers`` samplers (no more than there are tasks), each with its own teacher, all built here,
+    before any worker thread starts; a given ``policy`` is one teacher, so it runs with one worker."""
+    workers = int(cfg.get("workers") or 1)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if policy is not None and workers > 1:
+        raise ValueError("a policy object is one teacher: run it with workers=1, or name teacher.backend")
+    limits = EnvLimits(**(cfg["env"]["limits"] or {}))
+    if policy is not None:
+        return [Sampler(cfg, limits, judge, policy, owns=False)]
+    samplers: list[Sampler] = []
+    try:
+        for _ in range(max(1, min(workers, n_tasks))):
+            samplers.append(Sampler(cfg, limits, judge, build_teacher(cfg, limits), owns=True))
+    except BaseException:
+        for sampler in samplers:
+            sampler.close()
+        raise
+    return samplers
+
+
 def run_synthesis(cfg: dict[str, Any], policy: Policy | None = None, progress: bool = True) -> dict[str, Any]:
     """Synthesize (resumably) and return the summary. ``cfg`` is the plain-dict config of
     ``conf/synthesize.yaml``; ``policy`` overrides ``teacher.backend`` (tests, notebooks).
 
     The output folder is a :class:`~omniagent.eval.batch.ResumableBatch`: one process at a time, a task is
     finished once its ``task_stats.jsonl`` row is written (after its trajectories), and a rerun skips
-    finished tasks and drops the records of a task that was cut off mid-way.
+    finished tasks and drops the records of a task that was cut off mid-way. With ``shard=I/N`` the
+    run takes its shard of the tasks into ``{out_dir}/shard-I-of-N`` (:mod:`rl.synthesis.folder`).
     """
-    out = Path(cfg["out_dir"])
-    batch = ResumableBatch(
-        out,
-        marker=TASK_STATS,
-        logs=(KEPT, REJECTED),
-        key=lambda row: row["task_id"],
-        log_key=lambda rec: rec.get("meta", {}).get("task_id"),
-    )
-    with batch:
+    all_tasks = select_tasks(cfg)
+    tasks, out, shard = shard_tasks(cfg, all_tasks, Path(cfg["out_dir"]))
+    if shard is not None:
+        logger.info(
+            "shard %d/%d (from %s): %d of %d task(s) -> %s",
+            shard.index, shard.count, shard.source, len(tasks), len(all_tasks), out,
+        )  # fmt: skip
+    with open_batch(out) as batch:
         stats = list(batch.resume().values())
         try:
-            _synthesize(cfg, batch, stats, policy, progress)
+            _synthesize(cfg, batch, stats, tasks, policy, progress)
         finally:
             summary = summarize(stats)
             write_atomic(out / SUMMARY, json.dumps(summary, indent=2))
@@ -366,52 +415,58 @@ def _synthesize(
     cfg: dict[str, Any],
     batch: ResumableBatch,
     stats: list[dict[str, Any]],
+    tasks: list[Task],
     policy: Policy | None,
     progress: bool,
 ) -> None:
-    """Run every unfinished task, appending its stats row to ``stats`` as it is committed."""
+    """Run every unfinished task of ``tasks`` on the workers and commit them in order, appending each
+    stats row to ``stats`` as it is committed."""
     from tqdm import tqdm
 
     done = {s["task_id"] for s in stats}
-    todo = [t for t in select_tasks(cfg) if t.id not in done]
+    todo = [t for t in tasks if t.id not in done]
     deduper = seeded_deduper(batch.logs[KEPT])
     judge = build_judge(cfg, todo)
     if judge is not None and cfg["judge"].get("preflight", True) and todo:
         judge.preflight()
-
-    limits = EnvLimits(**(cfg["env"]["limits"] or {}))
-    owns_policy = policy is None
-    policy = build_teacher(cfg, limits) if policy is None else policy
-    # the offline auditor also scores free-form answers (exact match); a judge model does not
-    env = OmniVideoEnv(limits=limits, judge=getattr(judge, "ff_judge", None))
-    sampler = Sampler(cfg, env, policy, limits)
+    streak = ErrorStreak(
+        int(cfg["teacher"].get("max_consecutive_policy_errors") or 0),
+        error=lambda n, last: SynthesisError(f"the teacher failed {n} episodes in a row; last error: {last}"),
+    )
+    samplers = build_samplers(cfg, judge, policy, len(todo))
+    bar = tqdm(total=len(todo), desc="synthesize", unit="task", disable=not progress)
     try:
-        bar = tqdm(todo, desc="synthesize", unit="task", disable=not progress)
-        for task in bar:
-            started = time.perf_counter()
-            trajs, error = sampler.task(task, task_hint(task, cfg["teacher"]))
-            if error is None:
-                quality_control(trajs, task, cfg, judge, deduper)
-            else:
-                logger.warning("task %s skipped: %s", task.id, error)
-            row = task_statistics(task, trajs, time.perf_counter() - started, error)
-            logged = trajs if error is None else []  # a task stopped by its media keeps only its stats row
-            batch.commit(
-                row,
-                logs={
-                    KEPT: [t for t in logged if t.meta["qc"]["kept"]],
-                    REJECTED: [t for t in logged if not t.meta["qc"]["kept"]],
-                },
-            )
-            stats.append(row)
-            bar.set_postfix(kept=sum(s["n_kept"] for s in stats))
+        with closing(run_in_order(todo, samplers, Sampler.task)) as results:
+            for task, got in results:
+                for traj in got.trajs:  # in episode order, as if one teacher had played them all
+                    streak.update(failed=traj.stop_reason == "policy_error", detail=traj.error)
+                if got.error is None:
+                    dedupe_samples(got.trajs, cfg, deduper)
+                else:
+                    logger.warning("task %s skipped: %s", task.id, got.error)
+                row = task_statistics(task, got.trajs, got.seconds, got.error)
+                # a task stopped by its media keeps its stats row only
+                logged = got.trajs if got.error is None else []
+                batch.commit(
+                    row,
+                    logs={
+                        KEPT: [t for t in logged if t.meta["qc"]["kept"]],
+                        REJECTED: [t for t in logged if not t.meta["qc"]["kept"]],
+                    },
+                )
+                stats.append(row)
+                bar.update(1)
+                bar.set_postfix(kept=sum(s["n_kept"] for s in stats))
     finally:
-        env.close()
-        if owns_policy:
-            policy.close()
+        bar.close()
+        for sampler in samplers:
+            sampler.close()
 
 
 def main() -> None:
+    """The command: ``merge DIR... --out DIR`` joins shard folders; anything else is a hydra run."""
+    if sys.argv[1:2] == ["merge"]:
+        raise SystemExit(merge_main(sys.argv[2:]))
     import hydra
     from omegaconf import OmegaConf
 
@@ -421,7 +476,7 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         try:
             summary = run_synthesis(copy.deepcopy(cfg))
-        except (AuditJudgeError, SynthesisError, FolderLockedError) as exc:
+        except (AuditJudgeError, SynthesisError, FolderLockedError, ShardSpecError) as exc:
             print(f"synthesize: stopped: {exc}", file=sys.stderr)
             raise SystemExit(2) from exc
         print(json.dumps({k: v for k, v in summary.items() if k != "by_type"}, indent=2))

@@ -10,6 +10,10 @@ measures the same work. For each latency and each worker count it prints
 - the **decode-bound** ceiling, measured in the same run: the same episodes and workers with an in-process
   policy that answers at once (media decoding and the harness's own bookkeeping, no server, no encoding);
 - **efficiency** = measured / min(ideal, decode-bound) (goal: >= 80% at every size);
+- the **cpu limit** of a cell whose ceiling is the decode-bound one: the decode-only run's CPU per turn
+  over the served run's (this process and the fake server, on the same cores). When both runs keep the
+  cores busy, no harness reaches more than this fraction of the ceiling: it is the share of a served
+  turn's CPU that decoding is, the rest being the work decoding does not do (encoding, HTTP);
 - where a turn's time goes: harness CPU per turn (this process: decoding, encoding, HTTP, bookkeeping),
   the fake server's CPU per turn (on the same cores), the mean ``env.step`` (decode) and request-build
   (image/audio encoding) times, and the requests' round trip beyond the latency.
@@ -270,8 +274,8 @@ def measure(args: argparse.Namespace, tasks: list[Any], work: Path) -> list[dict
 
 HEADER = (
     f"{'latency':>7} {'workers':>7} {'turns/s':>8} {'ideal':>7} {'decode':>7} {'eff.':>5}  "
-    f"{'cpu ms/turn':>11} {'decode-run cpu':>14} {'server':>6} {'env ms':>6} {'build ms':>8} {'rtt-lat ms':>10} "
-    f"{'failed':>6}"
+    f"{'cpu ms/turn':>11} {'decode-run cpu':>14} {'server':>6} {'cpu limit':>9} {'env ms':>6} {'build ms':>8} "
+    f"{'rtt-lat ms':>10} {'failed':>6}"
 )
 
 
@@ -280,11 +284,14 @@ def row_text(r: dict[str, Any]) -> str:
     ideal = r["workers"] / r["latency"]
     decode = r["ceiling"]["turns"] / r["ceiling"]["wall"]
     eff = rate / min(ideal, decode)
-    r.update(rate=rate, ideal=ideal, decode=decode, eff=eff)
+    served_cpu = (r["cpu"] + r["server_cpu"]) / r["turns"]
+    limit = (r["ceiling"]["cpu"] / r["ceiling"]["turns"]) / served_cpu if decode < ideal else None
+    r.update(rate=rate, ideal=ideal, decode=decode, eff=eff, cpu_limit=limit)
+    limit_text = f"{limit:>9.0%}" if limit is not None else f"{'-':>9}"
     return (
         f"{r['latency']:>6g}s {r['workers']:>7} {rate:>8.1f} {ideal:>7.0f} {decode:>7.1f} {eff:>5.0%}  "
         f"{1e3 * r['cpu'] / r['turns']:>11.1f} {1e3 * r['ceiling']['cpu'] / r['ceiling']['turns']:>14.1f} "
-        f"{1e3 * r['server_cpu'] / r['turns']:>6.1f} {r['env_ms']:>6.1f} "
+        f"{1e3 * r['server_cpu'] / r['turns']:>6.1f} {limit_text} {r['env_ms']:>6.1f} "
         f"{r['build_ms']:>8.1f} {r['model_ms'] - 1e3 * r['latency']:>10.1f} {r['failed']:>6}"
     )
 
@@ -340,6 +347,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{worst['workers']} workers, {worst['latency']:g} s); load average at the end "
         f"{os.getloadavg()[0]:.2f}; threads alive {threading.active_count()}"
     )
+    for c in cells:
+        if c["eff"] < args.goal:
+            why = (
+                f"decode-bound, cpu limit {c['cpu_limit']:.0%}"
+                if c["cpu_limit"] is not None
+                else "latency-bound: each turn waits beyond the latency"
+            )
+            print(f"  below the goal: {c['workers']} workers, {c['latency']:g} s: {c['eff']:.0%} ({why})")
     return 0
 
 
