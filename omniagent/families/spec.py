@@ -80,6 +80,12 @@ class Thinking:
             return None, text
         return reasoning.strip(), rest.strip()
 
+    def join(self, reasoning: str, text: str) -> str:
+        """What the model writes for a turn with ``reasoning`` before ``text``, after the generation
+        prompt (the inverse of :meth:`split`): the training target of a thinking turn."""
+        opener = "" if self.opened_by_template else self.open_tag
+        return f"{opener}\n{reasoning.strip()}\n{self.close_tag}\n\n{text.strip()}"
+
     def grammar(self, max_chars: int | None) -> str:
         """EBNF of the reasoning block a constrained decoder allows before the turn's JSON: any text
         without ``<`` (so it cannot open a tag), at most ``max_chars`` characters when given."""
@@ -115,6 +121,7 @@ class Classes:
     videos_kwargs: str  # the TypedDict whose keys the processor accepts in ``videos_kwargs``
     modeling_module: str  # where the class owning ``get_rope_index`` lives
     rope_index: str  # that class (its methods compute positions from a thinker config alone)
+    text_model: str  # the thinker's decoder stack (what verl's Ulysses input slicing wraps)
 
 
 @dataclass(frozen=True)
