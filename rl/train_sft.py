@@ -155,6 +155,26 @@ def prepare_model(cfg: Any) -> str:
     return path
 
 
+def refuse_verl_gaps(cfg: Any) -> None:
+    """Stop in one line when verl cannot do what the config asks of the model's family (e.g. LoRA on the
+    Qwen3-Omni thinker: :func:`omniagent.checkpoint.verl_gaps`); checked on ``model.path`` or, before the
+    thinker is extracted, on ``omni_sft.base_model``."""
+    from omegaconf import OmegaConf
+
+    from omniagent.checkpoint import verl_gaps
+
+    lora = int(OmegaConf.select(cfg, "model.lora_rank", default=0) or 0) > 0
+    base = cfg[LAUNCHER_KEY].get("base_model")
+    folder = (
+        str(cfg.model.path)
+        if (Path(str(cfg.model.path)) / "config.json").is_file() or not base
+        else str(base)
+    )
+    gaps = verl_gaps(folder, ["lora"] if lora else [])
+    if gaps:
+        raise SystemExit(f"rl/train_sft.py cannot train {folder}: {'; '.join(gaps)}")
+
+
 # --------------------------------------------------------------------------------------------------
 # verl worker (inside torchrun)
 # --------------------------------------------------------------------------------------------------
@@ -182,6 +202,20 @@ def install_freeze_patch(prefixes: list[str]) -> None:
     ti.FSDPEngine._build_module = _build_module
 
 
+def install_sequence_parallel_patch(cfg: Any) -> bool:
+    """With ``engine.ulysses_sequence_parallel_size > 1``, load :mod:`rl.verl_ext.omni_patches`, whose
+    ``ulysses_input_slicing`` makes verl slice an omni thinker's embeddings (and Qwen3's DeepStack inputs) per
+    rank, as it does for the Qwen-VL models; returns whether it did."""
+    import importlib
+
+    from omegaconf import OmegaConf
+
+    if int(OmegaConf.select(cfg, "engine.ulysses_sequence_parallel_size", default=1) or 1) <= 1:
+        return False
+    importlib.import_module("rl.verl_ext.omni_patches")
+    return True
+
+
 def verl_worker(config_path: str) -> None:
     """Entry point of each torchrun process: patches, then verl's own SFT run."""
     from omegaconf import OmegaConf
@@ -190,6 +224,7 @@ def verl_worker(config_path: str) -> None:
     freeze = list(OmegaConf.select(cfg, "data.omni.freeze", default=None) or [])
     if freeze:
         install_freeze_patch(freeze)
+    install_sequence_parallel_patch(cfg)
     from verl.trainer.sft_trainer import run_sft
     from verl.utils.device import auto_set_device
 
@@ -257,6 +292,8 @@ def launch(cfg: Any) -> Any:
     bad = _placeholders(cfg)
     if bad and mode != "print":
         raise SystemExit("set these paths first: " + ", ".join(bad))
+    if mode == "verl":
+        refuse_verl_gaps(cfg)
     if mode == "local":
         prepare_model(cfg)
         return run_local(cfg)

@@ -137,6 +137,15 @@ FAMILY = ModelFamily(
         vllm=("register_standalone_thinker",),
         # ulysses_input_slicing also slices the DeepStack inputs (visual_pos_masks, deepstack_visual_embeds)
         verl=("hf_processor_accepts_omni", "omni_rope_index", "ban_media_tokens", "ulysses_input_slicing"),
+        verl_gaps=(
+            (
+                "lora",
+                "verl 0.9.1 has no LoRA path for the Qwen3-Omni thinker: with its default "
+                "target_modules=all-linear peft refuses the thinker (a whole encoder layer matches a Linear's "
+                "name), and the MoE experts are fused 3-D parameters no Linear target reaches (verl-omni "
+                "unfuses them); train it in full (lora_rank=0)",
+            ),
+        ),
     ),
     tiny=TinyModel(
         chat_template=qwen_omni_template(TOKENS, None),

@@ -157,10 +157,17 @@ class ChatQuirks:
 
 @dataclass(frozen=True)
 class Patches:
-    """Names of the patches each training/serving stack needs for this family (see docs/models.md)."""
+    """Names of the patches each training/serving stack needs for this family (see docs/models.md), and
+    what upstream verl cannot do for it yet: ``verl_gaps`` maps a training feature (``lora``) to one line
+    naming what is missing; the launchers refuse the feature with that line before anything starts."""
 
     vllm: tuple[str, ...] = ()
     verl: tuple[str, ...] = ()
+    verl_gaps: tuple[tuple[str, str], ...] = ()
+
+    def verl_gap(self, feature: str) -> str | None:
+        """What verl lacks for ``feature`` on this family, or None when nothing is known to be missing."""
+        return dict(self.verl_gaps).get(feature)
 
 
 @dataclass(frozen=True)
