@@ -274,29 +274,39 @@ def omni_apply_monkey_patch(model: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def _swap(module_name: str, name: str, holders: tuple[str, ...], value: Any, original: Any) -> Any:
+    """Point ``name`` at ``value`` in ``module_name`` and every imported holder; returns verl's original."""
+    original = original or getattr(importlib.import_module(module_name), name)
+    _rebind(holders, name, value)
+    return original
+
+
 def _patch_hf_processor() -> None:
     global _original_hf_processor
-    tokenizer_module = importlib.import_module("verl.utils.tokenizer.tokenizer")
-    if _original_hf_processor is None:
-        _original_hf_processor = tokenizer_module.hf_processor
     importlib.import_module("verl.workers.config.model")  # make sure its reference exists before patching
-    _rebind(HF_PROCESSOR_HOLDERS, "hf_processor", omni_hf_processor)
+    _original_hf_processor = _swap(
+        "verl.utils.tokenizer.tokenizer",
+        "hf_processor",
+        HF_PROCESSOR_HOLDERS,
+        omni_hf_processor,
+        _original_hf_processor,
+    )
 
 
 def _patch_banned_ids() -> None:
     global _original_banned_ids
-    rollout_utils = importlib.import_module(BANNED_IDS_MODULE)
-    if _original_banned_ids is None:
-        _original_banned_ids = rollout_utils.get_vision_placeholder_token_ids
-    _rebind(BANNED_IDS_HOLDERS, "get_vision_placeholder_token_ids", omni_banned_token_ids)
+    _original_banned_ids = _swap(
+        BANNED_IDS_MODULE, "get_vision_placeholder_token_ids", BANNED_IDS_HOLDERS, omni_banned_token_ids,
+        _original_banned_ids,
+    )  # fmt: skip
 
 
-def _patch_monkey_patch() -> None:
+def _patch_monkey_patch() -> None:  # later importers of apply_monkey_patch get ours too
     global _original_monkey_patch
-    module = importlib.import_module(MONKEY_PATCH_MODULE)
-    if _original_monkey_patch is None:
-        _original_monkey_patch = module.apply_monkey_patch
-    _rebind(MONKEY_PATCH_HOLDERS, "apply_monkey_patch", omni_apply_monkey_patch)  # later importers get ours
+    _original_monkey_patch = _swap(
+        MONKEY_PATCH_MODULE, "apply_monkey_patch", MONKEY_PATCH_HOLDERS, omni_apply_monkey_patch,
+        _original_monkey_patch,
+    )  # fmt: skip
 
 
 def _rebind(holders: tuple[str, ...], name: str, value: Any) -> None:
