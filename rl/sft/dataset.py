@@ -1,4 +1,7 @@
-"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft.export`) as Qwen2.5-Omni inputs.
+"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft.export`) as omni thinker inputs.
+
+The model family (Qwen2.5-Omni, Qwen3-Omni; :mod:`omniagent.families`) comes from the checkpoint's
+``config.json``: its processor, its rope-index class and its reasoning-block format are the family's.
 
 verl's SFT trainer loads it through ``data.custom_cls.path=pkg://rl.sft.dataset`` and
 ``data.custom_cls.name=OmniTurnSFTDataset``, and calls (verl 0.9.1,
@@ -9,14 +12,16 @@ verl's SFT trainer loads it through ``data.custom_cls.path=pkg://rl.sft.dataset`
 Each item is one turn: the context the environment showed (earlier percepts as text stubs, the
 latest one as real media) followed by the assistant's output for that turn. The media go through
 :func:`omniagent.backends.convert.build_model_inputs` (the same conversion the policies use), so
-training and inference see identical token sequences. The loss covers the final assistant message
-only: the tokens of its text plus the closing ``<|im_end|>`` (not the ``<|im_start|>assistant\\n``
-header, not the newline the template writes after ``<|im_end|>``).
+training and inference see identical token sequences. The context is rendered by the chat template
+with its generation prompt, and the target is appended as the model writes it (a thinking teacher's
+reasoning block first, when the message carries one). The loss covers the target only: its tokens plus
+the closing ``<|im_end|>`` (not the ``<|im_start|>assistant\\n`` header, not the newline after
+``<|im_end|>``).
 
 Item format (verl's ``no_padding`` mode, like ``MultiTurnSFTDataset``):
 
 - ``input_ids`` (L,), ``loss_mask`` (L,) and ``position_ids`` (4, L): row 0 the plain text positions,
-  rows 1-3 Qwen2.5-Omni's multimodal RoPE (TMRoPE) indices from the thinker's own ``get_rope_index``
+  rows 1-3 the multimodal rope indices (TMRoPE) from the thinker's own ``get_rope_index``
   (audio-in-video interleaving included). The thinker's text model reads a 4-row ``position_ids`` as
   (text, t, h, w), which is also verl's convention for the Qwen-VL family;
 - ``multi_modal_inputs``: the processor's tensors (``pixel_values``, ``image_grid_thw``,
@@ -29,7 +34,8 @@ Settings read from ``config`` (verl's ``data`` section): ``pad_mode``, ``max_len
 (only ``error``: a context cannot be cut without breaking its media), and ``omni``:
 ``processor_path`` / ``model_path`` (default: the tokenizer's path; verl cannot build the Omni
 processor itself, so it passes ``processor=None``), ``image_pixels`` / ``video_pixels``
-(``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``.
+(``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``,
+``keep_thinking`` (default true: a target's reasoning block is trained on).
 """
 
 from __future__ import annotations
