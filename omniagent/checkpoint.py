@@ -23,6 +23,7 @@ __all__ = [
     "check_checkpoint",
     "checkpoint_family",
     "missing_files",
+    "verl_gaps",
 ]
 
 # What a folder needs, as (what it is, alternatives); an alternative is a set of files that must all
@@ -106,3 +107,12 @@ def check_checkpoint(path: str | os.PathLike[str]) -> Path:
         raise IncompleteCheckpointError(Path(path), missing)
     checkpoint_family(path)
     return Path(path)
+
+
+def verl_gaps(path: str | os.PathLike[str], features: list[str]) -> list[str]:
+    """One line per training feature in ``features`` (e.g. ``lora``) that upstream verl cannot do yet for the
+    folder's model family (the family's ``patches.verl_gaps``); empty while the folder has no ``config.json``."""
+    if not (Path(path).expanduser() / "config.json").is_file():
+        return []
+    family = checkpoint_family(Path(path).expanduser())
+    return [gap for gap in (family.patches.verl_gap(f) for f in features) if gap]

@@ -194,7 +194,7 @@ def complete_checkpoint(folder: str | os.PathLike[str], source: str | os.PathLik
 def complete_run_checkpoints(root: str | os.PathLike[str], source: str | os.PathLike[str]) -> list[Path]:
     """Complete every ``global_step_N/huggingface`` folder of a verl run (weights saved with verl's
     ``checkpoint.save_contents`` ``hf_model``) from the base model ``source``. verl passes no processor
-    for Qwen2.5-Omni, so its folders hold the tokenizer but no image, video or audio processor."""
+    for the omni thinkers, so its folders hold the tokenizer but no image, video or audio processor."""
     done = []
     for hf in sorted(Path(root).glob("global_step_*/huggingface")):
         if (hf / "config.json").is_file():

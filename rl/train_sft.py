@@ -1,4 +1,4 @@
-"""Agentic SFT of the Qwen2.5-Omni thinker on per-turn teacher samples, through verl's SFT trainer.
+"""Agentic SFT of an omni thinker (Qwen2.5-Omni, Qwen3-Omni) on per-turn teacher samples, through verl's SFT trainer.
 
     python rl/train_sft.py +exp=7b data.train_files=/data/sft/train.parquet   # torchrun + verl
     python rl/train_sft.py +exp=7b --cfg job                                  # print the composed config
@@ -13,7 +13,7 @@ the launcher's and is removed before verl sees the config.
 ``omni_sft.mode``:
 
 - ``verl``: make sure the model exists (build the tiny one; or extract the thinker from a full
-  Qwen2.5-Omni checkpoint into ``omni_sft.thinker_dir``), write the verl config to
+  checkpoint, ``omni_sft.base_model``, into ``model.path``), write the verl config to
   ``omni_sft.run_dir/verl_sft.yaml``, and run ``torchrun ... -m rl.train_sft --verl-worker <yaml>``.
   The worker freezes the modules in ``omni_sft.freeze`` (vision and audio encoders) right after
   verl's FSDP engine builds the model, then runs verl's own ``verl.trainer.sft_trainer.run_sft``
@@ -103,44 +103,49 @@ def _placeholders(cfg: Any) -> list[str]:
 
 
 def prepare_thinker(base: str, out_dir: str, dtype: str = "bfloat16") -> Path:
-    """Save the thinker of a full Qwen2.5-Omni checkpoint (talker and vocoder dropped) with its processor.
+    """Save the thinker of a full omni checkpoint (talker and vocoder dropped) with its processor.
 
-    verl loads models with ``AutoModelForImageTextToText``, which knows the thinker config
-    (``qwen2_5_omni_thinker``) but not the full ``qwen2_5_omni`` one. Skipped when ``out_dir`` already
-    holds a thinker.
+    verl loads models with ``AutoModelForImageTextToText``, which knows the thinker configs
+    (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``) but not the full ones. The family comes from
+    ``base``'s ``config.json`` (:mod:`omniagent.families`). Skipped when ``out_dir`` already holds a
+    thinker of that family.
     """
     import torch
-    from transformers import AutoConfig, Qwen2_5OmniProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+    from transformers import AutoConfig
 
+    from omniagent.families import family_for_model_type
+
+    config = AutoConfig.from_pretrained(base)
+    family = family_for_model_type(config.model_type)
     out = Path(out_dir)
     if (out / "config.json").exists():
         kind = json.loads((out / "config.json").read_text()).get("model_type")
-        if kind != "qwen2_5_omni_thinker":
-            raise ValueError(f"{out} holds a {kind!r} model, not a Qwen2.5-Omni thinker")
+        if kind != family.thinker_model_type:
+            raise ValueError(f"{out} holds a {kind!r} model, not a {family.title} thinker")
         return out
-    config = AutoConfig.from_pretrained(base)
     thinker_config = getattr(config, "thinker_config", config)
-    model, info = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(
+    model, info = family.transformers_class("thinker").from_pretrained(
         base, config=thinker_config, dtype=getattr(torch, dtype), output_loading_info=True
     )
     if info.get("missing_keys"):
         raise RuntimeError(f"thinker weights missing from {base}: {sorted(info['missing_keys'])[:10]}")
     tmp = out.with_name(out.name + ".tmp")
     model.save_pretrained(tmp)
-    Qwen2_5OmniProcessor.from_pretrained(base).save_pretrained(tmp)
+    family.transformers_class("processor").from_pretrained(base).save_pretrained(tmp)
     os.replace(tmp, out)
     return out
 
 
 def prepare_model(cfg: Any) -> str:
-    """Make sure ``model.path`` exists: build the tiny thinker, or extract the 7B thinker."""
+    """Make sure ``model.path`` exists: build the tiny thinker (``omni_sft.tiny.family``), or extract the
+    thinker of ``omni_sft.base_model``."""
     launcher = cfg[LAUNCHER_KEY]
     path = str(cfg.model.path)
     tiny = launcher.get("tiny") or {}
     if tiny.get("build"):
         from omniagent.tiny_model import build_tiny_thinker
 
-        build_tiny_thinker(seed=int(tiny.get("seed", 0)), out_dir=path)
+        build_tiny_thinker(seed=int(tiny.get("seed", 0)), out_dir=path, family=tiny.get("family"))
     elif launcher.get("base_model") and not (Path(path) / "config.json").exists():
         prepare_thinker(str(launcher.base_model), path)
     if not (Path(path) / "config.json").exists():
@@ -148,6 +153,26 @@ def prepare_model(cfg: Any) -> str:
             f"model.path={path} has no config.json (set omni_sft.base_model to extract it)"
         )
     return path
+
+
+def refuse_verl_gaps(cfg: Any) -> None:
+    """Stop in one line when verl cannot do what the config asks of the model's family (e.g. LoRA on the
+    Qwen3-Omni thinker: :func:`omniagent.checkpoint.verl_gaps`); checked on ``model.path`` or, before the
+    thinker is extracted, on ``omni_sft.base_model``."""
+    from omegaconf import OmegaConf
+
+    from omniagent.checkpoint import verl_gaps
+
+    lora = int(OmegaConf.select(cfg, "model.lora_rank", default=0) or 0) > 0
+    base = cfg[LAUNCHER_KEY].get("base_model")
+    folder = (
+        str(cfg.model.path)
+        if (Path(str(cfg.model.path)) / "config.json").is_file() or not base
+        else str(base)
+    )
+    gaps = verl_gaps(folder, ["lora"] if lora else [])
+    if gaps:
+        raise SystemExit(f"rl/train_sft.py cannot train {folder}: {'; '.join(gaps)}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -177,6 +202,20 @@ def install_freeze_patch(prefixes: list[str]) -> None:
     ti.FSDPEngine._build_module = _build_module
 
 
+def install_sequence_parallel_patch(cfg: Any) -> bool:
+    """With ``engine.ulysses_sequence_parallel_size > 1``, load :mod:`rl.verl_ext.omni_patches`, whose
+    ``ulysses_input_slicing`` makes verl slice an omni thinker's embeddings (and Qwen3's DeepStack inputs) per
+    rank, as it does for the Qwen-VL models; returns whether it did."""
+    import importlib
+
+    from omegaconf import OmegaConf
+
+    if int(OmegaConf.select(cfg, "engine.ulysses_sequence_parallel_size", default=1) or 1) <= 1:
+        return False
+    importlib.import_module("rl.verl_ext.omni_patches")
+    return True
+
+
 def verl_worker(config_path: str) -> None:
     """Entry point of each torchrun process: patches, then verl's own SFT run."""
     from omegaconf import OmegaConf
@@ -185,6 +224,7 @@ def verl_worker(config_path: str) -> None:
     freeze = list(OmegaConf.select(cfg, "data.omni.freeze", default=None) or [])
     if freeze:
         install_freeze_patch(freeze)
+    install_sequence_parallel_patch(cfg)
     from verl.trainer.sft_trainer import run_sft
     from verl.utils.device import auto_set_device
 
@@ -252,6 +292,8 @@ def launch(cfg: Any) -> Any:
     bad = _placeholders(cfg)
     if bad and mode != "print":
         raise SystemExit("set these paths first: " + ", ".join(bad))
+    if mode == "verl":
+        refuse_verl_gaps(cfg)
     if mode == "local":
         prepare_model(cfg)
         return run_local(cfg)

@@ -6,8 +6,9 @@
 The config is verl's ``ppo_trainer`` (found through ``hydra.searchpath: pkg://verl.trainer.config``) with
 ``conf/rl/taura.yaml`` and one ``conf/rl/exp/*.yaml`` on top. verl 0.9.1 cannot train on a CPU (NCCL and GPU
 resource pools are hard-wired, and rollout needs vLLM, SGLang or TRT-LLM), so training first checks what it needs
-(:func:`missing_prerequisites`: a CUDA GPU, vLLM, the SFT checkpoint and the RL parquet files) and names everything
-missing in one line. Everything verl-side (Ray, TransferQueue, the trainer override) is imported only when training
+(:func:`missing_prerequisites`: what verl cannot do for the checkpoint's model family with these settings, e.g.
+LoRA on the Qwen3-Omni thinker; a CUDA GPU, vLLM, the SFT checkpoint and the RL parquet files) and names
+everything missing in one line. Everything verl-side (Ray, TransferQueue, the trainer override) is imported only when training
 actually starts, so printing the config stays cheap.
 """
 
@@ -71,12 +72,29 @@ def missing_files(config: DictConfig) -> list[str]:
     return missing
 
 
+def verl_gaps(config: DictConfig) -> list[str]:
+    """What upstream verl lacks to train the checkpoint's model family with these settings
+    (:func:`omniagent.checkpoint.verl_gaps`); empty while the folder is not there (missing_files names it)."""
+    from omniagent.checkpoint import verl_gaps as family_gaps
+
+    lora = int(OmegaConf.select(config, "actor_rollout_ref.model.lora_rank", default=0) or 0) > 0
+    return family_gaps(
+        str(OmegaConf.select(config, "actor_rollout_ref.model.path")), ["lora"] if lora else []
+    )
+
+
 def missing_prerequisites(config: DictConfig) -> str | None:
-    """One line naming everything training lacks (hardware and files), or None when nothing is missing."""
-    parts = []
+    """One line naming everything training lacks (what verl cannot do for the model, hardware, files), or None
+    when nothing is missing."""
+    parts = [
+        f"cannot train {OmegaConf.select(config, 'actor_rollout_ref.model.path')}: {gap}"
+        for gap in verl_gaps(config)
+    ]
     hardware = missing_requirements()
     if hardware:
-        parts.append(f"needs a CUDA GPU and vLLM; found no {' and no '.join(hardware)}")
+        parts.append(
+            f"{'also needs' if parts else 'needs'} a CUDA GPU and vLLM; found no {' and no '.join(hardware)}"
+        )
     files = missing_files(config)
     if files:
         parts.append(f"{'also needs' if parts else 'needs'} {'; '.join(files)}")

@@ -120,3 +120,23 @@ def test_installed_processors_take_audio_in_video() -> None:
         assert "use_audio_in_video" in family.videos_kwargs_keys()
         assert family.supports_audio_in_video()
     assert "position_id_per_seconds" in QWEN3.videos_kwargs_keys()
+
+
+def test_a_reasoning_block_joins_as_the_model_writes_it_and_splits_back() -> None:
+    think = QWEN3.thinking
+    joined = think.join(" look at 3 s ", '{"a": 1}')
+    assert joined == '<think>\nlook at 3 s\n</think>\n\n{"a": 1}' and think.split(joined) == (
+        "look at 3 s",
+        '{"a": 1}',
+    )
+    opened = Thinking(opened_by_template=True)  # the generation prompt already holds <think>
+    assert opened.join("r", "t") == "\nr\n</think>\n\nt" and opened.split(opened.join("r", "t")) == ("r", "t")
+
+
+def test_verl_gaps_are_declared_per_family_and_feature() -> None:
+    assert QWEN25.patches.verl_gap("lora") is None
+    assert QWEN3.patches.verl_gap("lora").startswith("verl 0.9.1 has no LoRA path for the Qwen3-Omni thinker")
+    assert QWEN3.patches.verl_gap("flying") is None
+    for family in FAMILIES.values():
+        assert family.patches.vllm == ("register_standalone_thinker",)
+        assert "ulysses_input_slicing" in family.patches.verl

@@ -133,7 +133,8 @@ def test_clip_becomes_mp4_then_its_audio(server, video_path):
     kinds = [p["type"] for p in parts]
     v = kinds.index("video_url")
     assert kinds[v + 1] == "input_audio"  # the clip's sound right after the clip
-    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True}
+    # the clip is 2 fps: one temporal grid (2 frames) per second, the order of its frames and audio in vLLM
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True, "fps": 2.0, "second_per_grid_ts": [1.0]}
     assert req["media_io_kwargs"] == {"video": {"num_frames": -1}}
     clip = next(p for p in obs[-1]["content"] if p["type"] == "video")
     mp4 = decode_data_url(parts[v]["video_url"]["url"], "video/mp4")
@@ -154,7 +155,8 @@ def test_clip_audio_muxed(server, video_path):
     req = server.requests[-1]
     parts = user_parts(req)
     assert [p["type"] for p in parts].count("input_audio") == 0
-    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True}
+    # the clip is 2 fps: one temporal grid (2 frames) per second, the order of its frames and audio in vLLM
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": True, "fps": 2.0, "second_per_grid_ts": [1.0]}
     mp4 = decode_data_url(next(p for p in parts if p["type"] == "video_url")["video_url"]["url"], "video/mp4")
     with av.open(io.BytesIO(mp4)) as c:
         assert c.streams.audio and c.streams.audio[0].sample_rate == 16000
@@ -165,7 +167,7 @@ def test_silent_clip_has_no_audio(server, silent_video_path):
     OpenAIPolicy(model="m", base_url=server.url, retries=0).act(obs)
     req = server.requests[-1]
     assert [p["type"] for p in user_parts(req)].count("input_audio") == 0
-    assert req["mm_processor_kwargs"] == {"use_audio_in_video": False}
+    assert req["mm_processor_kwargs"] == {"use_audio_in_video": False, "fps": 2.0}
 
 
 def test_model_defaults_to_the_served_one(server, video_path):

@@ -60,9 +60,14 @@ def test_register_vllm_names_the_lazy_class_once(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(ModelRegistry=registry))
     getattr(plugin, func)()
     getattr(plugin, func)()  # vLLM may load plugins more than once per process
-    assert registry.calls == [(plugin.VLLM_THINKER_ARCH, f"{module}:{plugin.VLLM_THINKER_CLASS}")]
+    # one standalone thinker per family, each under the architecture its thinker-only config.json declares
+    assert registry.calls == [
+        ("Qwen2_5OmniThinkerForConditionalGeneration", f"{module}:VllmQwen2_5OmniThinker"),
+        ("Qwen3OmniMoeThinkerForConditionalGeneration", f"{module}:VllmQwen3OmniMoeThinker"),
+    ]
+    assert registry.calls[0] == (plugin.VLLM_THINKER_ARCH, f"{module}:{plugin.VLLM_THINKER_CLASS}")
     with pytest.raises(AttributeError):
-        plugin.NoSuchClass  # noqa: B018 - the PEP 562 hook answers only for the thinker class
+        plugin.NoSuchClass  # noqa: B018 - the PEP 562 hook answers only for the thinker classes
 
 
 def test_installed_entry_point_is_the_declared_one():

@@ -39,14 +39,14 @@ def strict_json(value: Any) -> str:
     return text
 
 
-def verl_tiny_thinker(folder: Path) -> SimpleNamespace:
-    """The tiny random thinker saved in ``folder / "thinker"``, with the processor verl builds through
-    rl/verl_ext/omni_patches.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
+def verl_tiny_thinker(folder: Path, family: str = "qwen2.5-omni") -> SimpleNamespace:
+    """The tiny random thinker of ``family`` saved in ``folder / "thinker"``, with the processor verl builds
+    through rl/verl_ext/omni_patches.py (needs verl): ``path``, ``model``, ``processor``, ``tokenizer``."""
     from omniagent.tiny_model import build_tiny_thinker
     from rl.verl_ext import omni_patches as verl_omni
 
     path = folder / "thinker"
-    model, _ = build_tiny_thinker(seed=0, out_dir=path)
+    model, _ = build_tiny_thinker(seed=0, out_dir=path, family=family)
     processor = verl_omni.omni_hf_processor(str(path))
     return SimpleNamespace(path=path, model=model, processor=processor, tokenizer=processor.tokenizer)
 

@@ -302,6 +302,7 @@ def processor_call_kwargs(
     allow_audio_in_video: bool = True,
     add_generation_prompt: bool = True,
     video_kwargs: dict[str, Any] | None = None,
+    completion: str = "",
 ) -> ProcessorInputs:
     """Build the keyword arguments of ``processor(**kwargs)`` for one context.
 
@@ -309,7 +310,9 @@ def processor_call_kwargs(
     the sizes configured on the checkpoint's image and video processors are used -- and passed
     explicitly, since the Omni processor's class defaults would override the video one.
     ``video_kwargs``: more ``videos_kwargs`` for every call with videos (the model-config values a
-    family's processor must share, :func:`model_video_kwargs`).
+    family's processor must share, :func:`model_video_kwargs`). ``completion``: text appended after the
+    rendered prompt, as the caller wrote it (an SFT target after the generation prompt); the returned
+    ``text`` is the rendered prompt alone.
     """
     allow = allow_audio_in_video and supports_use_audio_in_video(processor)
     plan = plan_messages(
@@ -320,7 +323,7 @@ def processor_call_kwargs(
     if allow_audio_in_video and not allow and any(v.audio is not None for v in plan.videos):
         plan.notes.append("installed transformers has no use_audio_in_video; audio sent separately")
     text = render_prompt(processor, plan.conversation, add_generation_prompt=add_generation_prompt)
-    kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
+    kwargs: dict[str, Any] = {"text": [text + completion], "return_tensors": "pt"}
     if plan.images:
         kwargs["images"] = plan.images
         kwargs["images_kwargs"] = {"size": _size(image_pixels, processor.image_processor)}
@@ -357,6 +360,7 @@ def build_model_inputs(
     allow_audio_in_video: bool = True,
     add_generation_prompt: bool = True,
     video_kwargs: dict[str, Any] | None = None,
+    completion: str = "",
 ) -> tuple[Any, ProcessorInputs]:
     """Run the processor on a context. Returns ``(batch, prepared)``.
 
@@ -373,6 +377,7 @@ def build_model_inputs(
         allow_audio_in_video=allow_audio_in_video,
         add_generation_prompt=add_generation_prompt,
         video_kwargs=video_kwargs,
+        completion=completion,
     )
     batch = processor(**prepared.call_kwargs)
     plan = prepared.plan

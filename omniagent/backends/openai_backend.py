@@ -343,6 +343,10 @@ class OpenAIPolicy(Policy):
         if flags["video"] and vllm:
             mm = dict(extra.get("mm_processor_kwargs") or {})
             mm.setdefault("use_audio_in_video", flags["audio_in_video"])
+            from omniagent.backends.openai_omni import vllm_clip_kwargs  # fps, second_per_grid_ts
+
+            for key, value in vllm_clip_kwargs(messages, flags["audio_in_video"]).items():
+                mm.setdefault(key, value)
             extra["mm_processor_kwargs"] = mm
             io_kwargs = dict(extra.get("media_io_kwargs") or {})
             io_kwargs.setdefault("video", {"num_frames": -1})
@@ -414,6 +418,9 @@ class OpenAIPolicy(Policy):
                 f"{self._where()} returned a choice without text content (finish_reason="
                 f"{getattr(choice, 'finish_reason', None)!r}): check the server log"
             )
+        from omniagent.backends.openai_omni import split_reasoning  # a thinking variant's reasoning
+
+        thinking, text = split_reasoning(choice.message, text, self.model)
         try:
             token_lps, entropies = _logprob_stats(choice)
         except (AttributeError, TypeError, ValueError):  # malformed log-probs: keep the text
@@ -421,6 +428,7 @@ class OpenAIPolicy(Policy):
         usage = getattr(resp, "usage", None)
         return TurnOutput(
             text=text,
+            thinking=thinking,
             token_logprobs=token_lps,
             token_entropies=entropies,
             entropy=float(np.mean(entropies)) if entropies else None,

@@ -88,6 +88,7 @@ FAMILY = ModelFamily(
         videos_kwargs="Qwen2_5_OmniVideosKwargs",
         modeling_module="transformers.models.qwen2_5_omni.modeling_qwen2_5_omni",
         rope_index="Qwen2_5OmniPreTrainedModelForConditionalGeneration",
+        text_model="Qwen2_5OmniThinkerTextModel",
     ),
     tokens=TOKENS,
     audio_output_tokens=audio_output_tokens,
@@ -102,7 +103,7 @@ FAMILY = ModelFamily(
     variants=(Variant("instruct", hub_ids=("Qwen/Qwen2.5-Omni-7B", "Qwen/Qwen2.5-Omni-3B")),),
     patches=Patches(
         vllm=("register_standalone_thinker",),  # core vLLM maps only the full architecture to its thinker
-        verl=("hf_processor_accepts_omni", "omni_rope_index", "ban_media_tokens"),
+        verl=("hf_processor_accepts_omni", "omni_rope_index", "ban_media_tokens", "ulysses_input_slicing"),
     ),
     tiny=TinyModel(
         chat_template=qwen_omni_template(TOKENS, DEFAULT_SYSTEM),

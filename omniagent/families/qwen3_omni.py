@@ -97,6 +97,7 @@ FAMILY = ModelFamily(
         videos_kwargs="Qwen3OmniMoeVideosKwargs",
         modeling_module="transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe",
         rope_index="Qwen3OmniMoePreTrainedModelForConditionalGeneration",
+        text_model="Qwen3OmniMoeThinkerTextModel",
     ),
     tokens=TOKENS,
     audio_output_tokens=audio_output_tokens,
@@ -133,8 +134,18 @@ FAMILY = ModelFamily(
     patches=Patches(
         # core vLLM registers Qwen3OmniMoeForConditionalGeneration (mapped to its thinker) and reads the
         # thinker config from a full config: a thinker-only folder needs the same registration as 2.5
-        vllm=("register_standalone_thinker", "second_per_grid_ts_in_mm_kwargs"),
-        verl=("hf_processor_accepts_omni", "omni_rope_index", "ban_media_tokens", "deepstack_visual_inputs"),
+        vllm=("register_standalone_thinker",),
+        # ulysses_input_slicing also slices the DeepStack inputs (visual_pos_masks, deepstack_visual_embeds)
+        verl=("hf_processor_accepts_omni", "omni_rope_index", "ban_media_tokens", "ulysses_input_slicing"),
+        verl_gaps=(
+            (
+                "lora",
+                "verl 0.9.1 has no LoRA path for the Qwen3-Omni thinker: with its default "
+                "target_modules=all-linear peft refuses the thinker (a whole encoder layer matches a Linear's "
+                "name), and the MoE experts are fused 3-D parameters no Linear target reaches (verl-omni "
+                "unfuses them); train it in full (lora_rank=0)",
+            ),
+        ),
     ),
     tiny=TinyModel(
         chat_template=qwen_omni_template(TOKENS, None),

@@ -80,6 +80,12 @@ class Thinking:
             return None, text
         return reasoning.strip(), rest.strip()
 
+    def join(self, reasoning: str, text: str) -> str:
+        """What the model writes for a turn with ``reasoning`` before ``text``, after the generation
+        prompt (the inverse of :meth:`split`): the training target of a thinking turn."""
+        opener = "" if self.opened_by_template else self.open_tag
+        return f"{opener}\n{reasoning.strip()}\n{self.close_tag}\n\n{text.strip()}"
+
     def grammar(self, max_chars: int | None) -> str:
         """EBNF of the reasoning block a constrained decoder allows before the turn's JSON: any text
         without ``<`` (so it cannot open a tag), at most ``max_chars`` characters when given."""
@@ -115,6 +121,7 @@ class Classes:
     videos_kwargs: str  # the TypedDict whose keys the processor accepts in ``videos_kwargs``
     modeling_module: str  # where the class owning ``get_rope_index`` lives
     rope_index: str  # that class (its methods compute positions from a thinker config alone)
+    text_model: str  # the thinker's decoder stack (what verl's Ulysses input slicing wraps)
 
 
 @dataclass(frozen=True)
@@ -150,10 +157,17 @@ class ChatQuirks:
 
 @dataclass(frozen=True)
 class Patches:
-    """Names of the patches each training/serving stack needs for this family (see docs/models.md)."""
+    """Names of the patches each training/serving stack needs for this family (see docs/models.md), and
+    what upstream verl cannot do for it yet: ``verl_gaps`` maps a training feature (``lora``) to one line
+    naming what is missing; the launchers refuse the feature with that line before anything starts."""
 
     vllm: tuple[str, ...] = ()
     verl: tuple[str, ...] = ()
+    verl_gaps: tuple[tuple[str, str], ...] = ()
+
+    def verl_gap(self, feature: str) -> str | None:
+        """What verl lacks for ``feature`` on this family, or None when nothing is known to be missing."""
+        return dict(self.verl_gaps).get(feature)
 
 
 @dataclass(frozen=True)

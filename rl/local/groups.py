@@ -93,9 +93,10 @@ def play_group(
     for i, (traj, recorder) in enumerate(zip(trajs, recorders, strict=True)):
         traj.meta["shaped_reward"] = reward = traj.meta["shaped_reward"] + extra[i]
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
-            item = encoder.encode(
-                [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
-            )
+            target = {"role": "assistant", "content": [{"type": "text", "text": out.text}]}
+            if out.thinking:  # a thinking model's reasoning block is trained on with its turn
+                target["thinking"] = out.thinking
+            item = encoder.encode([*context, target])
             rows.append(TurnRow(item, group, group * args.group_size + i, k, reward, rec, context))
     return trajs, rows
 

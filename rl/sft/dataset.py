@@ -1,4 +1,7 @@
-"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft.export`) as Qwen2.5-Omni inputs.
+"""``OmniTurnSFTDataset``: per-turn SFT samples (parquet from :mod:`rl.sft.export`) as omni thinker inputs.
+
+The model family (Qwen2.5-Omni, Qwen3-Omni; :mod:`omniagent.families`) comes from the checkpoint's
+``config.json``: its processor, its rope-index class and its reasoning-block format are the family's.
 
 verl's SFT trainer loads it through ``data.custom_cls.path=pkg://rl.sft.dataset`` and
 ``data.custom_cls.name=OmniTurnSFTDataset``, and calls (verl 0.9.1,
@@ -9,14 +12,16 @@ verl's SFT trainer loads it through ``data.custom_cls.path=pkg://rl.sft.dataset`
 Each item is one turn: the context the environment showed (earlier percepts as text stubs, the
 latest one as real media) followed by the assistant's output for that turn. The media go through
 :func:`omniagent.backends.convert.build_model_inputs` (the same conversion the policies use), so
-training and inference see identical token sequences. The loss covers the final assistant message
-only: the tokens of its text plus the closing ``<|im_end|>`` (not the ``<|im_start|>assistant\\n``
-header, not the newline the template writes after ``<|im_end|>``).
+training and inference see identical token sequences. The context is rendered by the chat template
+with its generation prompt, and the target is appended as the model writes it (a thinking teacher's
+reasoning block first, when the message carries one). The loss covers the target only: its tokens plus
+the closing ``<|im_end|>`` (not the ``<|im_start|>assistant\\n`` header, not the newline after
+``<|im_end|>``).
 
 Item format (verl's ``no_padding`` mode, like ``MultiTurnSFTDataset``):
 
 - ``input_ids`` (L,), ``loss_mask`` (L,) and ``position_ids`` (4, L): row 0 the plain text positions,
-  rows 1-3 Qwen2.5-Omni's multimodal RoPE (TMRoPE) indices from the thinker's own ``get_rope_index``
+  rows 1-3 the multimodal rope indices (TMRoPE) from the thinker's own ``get_rope_index``
   (audio-in-video interleaving included). The thinker's text model reads a 4-row ``position_ids`` as
   (text, t, h, w), which is also verl's convention for the Qwen-VL family;
 - ``multi_modal_inputs``: the processor's tensors (``pixel_values``, ``image_grid_thw``,
@@ -29,7 +34,8 @@ Settings read from ``config`` (verl's ``data`` section): ``pad_mode``, ``max_len
 (only ``error``: a context cannot be cut without breaking its media), and ``omni``:
 ``processor_path`` / ``model_path`` (default: the tokenizer's path; verl cannot build the Omni
 processor itself, so it passes ``processor=None``), ``image_pixels`` / ``video_pixels``
-(``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``.
+(``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``,
+``keep_thinking`` (default true: a target's reasoning block is trained on).
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from omniagent.backends.convert import build_model_inputs, render_prompt
+from omniagent.backends.convert import build_model_inputs, model_video_kwargs
+from omniagent.checkpoint import checkpoint_family
+from omniagent.families import Thinking, family_for_model_type
 from rl.sft.export import row_messages
 
 END_OF_TURN = "<|im_end|>"
@@ -59,17 +67,20 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
 
 
 class RopeIndexer:
-    """Qwen2.5-Omni's ``get_rope_index`` without a model: only the thinker config is needed."""
+    """The thinker's ``get_rope_index`` without a model: only the thinker config is needed.
+
+    The methods are borrowed from the class the config's family names
+    (:meth:`~omniagent.families.spec.ModelFamily.rope_index_class`): Qwen2.5-Omni's TMRoPE, or Qwen3-Omni's
+    positions with its interleaved audio in video; both take the same arguments.
+    """
 
     def __init__(self, thinker_config: Any) -> None:
-        from transformers.models.qwen2_5_omni.modeling_qwen2_5_omni import (
-            Qwen2_5OmniPreTrainedModelForConditionalGeneration as Base,
-        )
-
         self.config = thinker_config
+        self.family = family_for_model_type(getattr(thinker_config, "model_type", None))
         self.spatial_merge_size = thinker_config.vision_config.spatial_merge_size
+        base = self.family.rope_index_class()
         self._fns = {
-            n: getattr(Base, n) for n in ("get_rope_index", "get_llm_pos_ids_for_vision", "get_chunked_index")
+            n: getattr(base, n) for n in ("get_rope_index", "get_llm_pos_ids_for_vision", "get_chunked_index")
         }
 
     def __getattr__(self, name: str) -> Any:  # the borrowed methods call each other through self
@@ -87,7 +98,7 @@ class RopeIndexer:
         return cls(config)
 
     def __call__(self, input_ids: torch.Tensor, mm: dict[str, Any], use_audio_in_video: bool) -> torch.Tensor:
-        """(3, L) TMRoPE positions of one unpadded sequence."""
+        """(3, L) multimodal rope positions of one unpadded sequence."""
         fam = mm.get("feature_attention_mask")
         positions, _ = self._fns["get_rope_index"](
             self,
@@ -103,9 +114,20 @@ class RopeIndexer:
 
 
 def load_processor(path: str) -> Any:
-    from transformers import Qwen2_5OmniProcessor
+    """The processor of the checkpoint at ``path``, by its family (``config.json``'s ``model_type``)."""
+    return checkpoint_family(path).transformers_class("processor").from_pretrained(path)
 
-    return Qwen2_5OmniProcessor.from_pretrained(path)
+
+def assistant_completion(message: dict[str, Any], thinking: Thinking | None) -> str:
+    """What the model writes for an assistant ``message`` after the generation prompt, closing
+    ``<|im_end|>`` and the template's newline included: its text, with its reasoning block first when the
+    message carries one (``thinking`` key, a thinking teacher's) and the family has a thinking format."""
+    content = message["content"]
+    text = content if isinstance(content, str) else "".join(p["text"] for p in content if p["type"] == "text")
+    reasoning = message.get("thinking")
+    if reasoning and thinking is not None:
+        text = thinking.join(reasoning, text)
+    return f"{text}{END_OF_TURN}\n"
 
 
 class OmniTurnSFTDataset(Dataset):
@@ -155,6 +177,7 @@ class OmniTurnSFTDataset(Dataset):
         self.image_pixels = tuple(int(x) for x in pix) if pix else None
         self.video_pixels = tuple(int(x) for x in vpix) if vpix else None
         self.allow_audio_in_video = bool(_get(omni, "allow_audio_in_video", True))
+        self.keep_thinking = bool(_get(omni, "keep_thinking", True))
         self.end_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -184,27 +207,29 @@ class OmniTurnSFTDataset(Dataset):
         """The decoded chat of sample ``index``: context + target assistant message."""
         return row_messages(self.row(index))
 
+    keep_thinking = True  # a target's reasoning block is trained on (data.omni.keep_thinking)
+
     def encode(self, messages: list[dict[str, Any]], sample_id: str = "") -> dict[str, Any]:
-        """Tokenize a chat whose last message is the assistant target (see module docs)."""
+        """Tokenize a chat whose last message is the assistant target (see module docs).
+
+        The context is rendered by the chat template with its generation prompt; the target is appended
+        as the model writes it (:func:`assistant_completion`), since a template may render past assistant
+        turns differently (Qwen3-Omni's drops their reasoning)."""
         if not messages or messages[-1]["role"] != "assistant":
             raise ValueError(f"{sample_id}: the last message must be the assistant target")
-        batch, prepared = build_model_inputs(
-            messages,
+        thinking = self.rope.family.thinking if self.keep_thinking else None
+        completion = assistant_completion(messages[-1], thinking)
+        batch, _ = build_model_inputs(
+            messages[:-1],
             self.processor,
             image_pixels=self.image_pixels,
             video_pixels=self.video_pixels,
             allow_audio_in_video=self.allow_audio_in_video,
-            add_generation_prompt=False,
+            add_generation_prompt=True,
+            video_kwargs=model_video_kwargs(self.processor, self.rope.config),
+            completion=completion,
         )
         input_ids = batch["input_ids"][0].long()
-        prompt_text = render_prompt(
-            self.processor, prepared.plan.conversation[:-1], add_generation_prompt=True
-        )
-        if not prepared.text.startswith(prompt_text):
-            raise ValueError(
-                f"{sample_id}: the chat template does not render the context as a prefix of the chat"
-            )
-        completion = prepared.text[len(prompt_text) :]
         comp_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
         n = len(comp_ids)
         if n == 0 or input_ids[-n:].tolist() != list(comp_ids):

@@ -14,7 +14,9 @@ Parquet schema (one row per turn; :data:`SCHEMA`):
 - ``id`` (``{trajectory id}/t{turn}``), ``trajectory_id``, ``task_id``, ``turn``, ``num_turns``,
   ``task_type``, ``media_path``: bookkeeping;
 - ``messages``: JSON text of the chat (context + the target assistant message last), media parts
-  replaced by references into ``blobs``:
+  replaced by references into ``blobs``; a thinking teacher's target also has ``"thinking"`` (its
+  reasoning block, which the environment never parsed; :mod:`rl.sft.dataset` renders it in the family's
+  format):
 
   - image: ``{"type": "image", "blob": i, "timestamp": t}`` (PNG)
   - audio: ``{"type": "audio", "blob": i, "sampling_rate": 16000, "start", "end"}`` (float32 WAV)
@@ -139,6 +141,11 @@ def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
     return np.asarray(samples, dtype=np.float32), int(sr)
 
 
+def _reasoning(message: Any) -> dict[str, str]:
+    """``{"thinking": ...}`` of an assistant message that carries a reasoning block, else nothing."""
+    return {"thinking": message["thinking"]} if message.get("thinking") else {}
+
+
 def pack_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[bytes]]:
     """Messages with media replaced by blob references, and the blobs."""
     blobs: list[bytes] = []
@@ -187,7 +194,7 @@ def pack_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[b
                 )
             else:
                 raise ValueError(f"unknown content part type {kind!r}")
-        packed.append({"role": m["role"], "content": parts})
+        packed.append({"role": m["role"], "content": parts, **_reasoning(m)})
     return packed, blobs
 
 
@@ -233,7 +240,7 @@ def unpack_messages(packed: list[dict[str, Any]] | str, blobs: list[bytes]) -> l
                 )
             else:
                 raise ValueError(f"unknown content part type {kind!r}")
-        out.append({"role": m["role"], "content": parts})
+        out.append({"role": m["role"], "content": parts, **_reasoning(m)})  # type: ignore[typeddict-item]
     return out
 
 
@@ -268,7 +275,9 @@ def trajectory_rows(
     for k, (context, target) in enumerate(replay_contexts(traj, limits), start=1):
         if traj.turns[k - 1].scripted_error:
             continue
-        chat = [*context, {"role": "assistant", "content": [text_part(target)]}]
+        target_message: dict[str, Any] = {"role": "assistant", "content": [text_part(target)]}
+        target_message.update(_reasoning({"thinking": traj.turns[k - 1].thinking}))
+        chat = [*context, target_message]
         packed, blobs = pack_messages(chat)
         yield {
             "id": f"{traj.id}/t{k}",

@@ -136,10 +136,10 @@ def lr_at(step: int, steps: int, lr: float, warmup: int, cosine: bool) -> float:
 
 
 def load_model(path: str) -> Any:
-    """The Qwen2.5-Omni thinker at ``path`` in float32 (what the CPU steps train)."""
-    from transformers import Qwen2_5OmniThinkerForConditionalGeneration
+    """The thinker at ``path`` in float32 (what the CPU steps train), by the folder's model family."""
+    from omniagent.checkpoint import checkpoint_family
 
-    return Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(path, dtype=torch.float32)
+    return checkpoint_family(path).transformers_class("thinker").from_pretrained(path, dtype=torch.float32)
 
 
 def _train_files(cfg: Any) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-ENCODER_PREFIXES = ("visual", "audio_tower")  # Qwen2.5-Omni thinker: vision and audio encoders
+ENCODER_PREFIXES = ("visual", "audio_tower")  # both families' thinkers: vision and audio encoders
 
 
 def freeze_modules(model: torch.nn.Module, prefixes: Iterable[str] = ENCODER_PREFIXES) -> dict[str, int]:

@@ -10,7 +10,7 @@ prompt and media, and gets the final output's reward copied onto it. That is wha
 Per turn:
 
 1. the environment's current context (:class:`envs.env.OmniVideoEnv` purges earlier media into text stubs, so
-   it holds at most one raw percept) goes through the Qwen2.5-Omni processor
+   it holds at most one raw percept) goes through the model family's processor
    (:func:`omniagent.backends.convert.build_model_inputs`): the expanded ``prompt_ids`` the trainer scores,
    the media in ``multi_modal_data`` and the processor kwargs (frame sizes, fps, audio-in-video) that make
    verl's re-processing reproduce exactly those tokens and features;
@@ -18,7 +18,9 @@ Per turn:
    itself) with the media in vLLM's format (:func:`omniagent.backends.vllm_backend.build_vllm_request`):
    ``await server_manager.generate(request_id=..., prompt_ids=..., sampling_params=..., image_data=...,
    video_data=..., audio_data=..., mm_processor_kwargs=...)``;
-3. the sampled tokens are decoded and stepped through the environment.
+3. the sampled tokens are decoded and stepped through the environment; a thinking variant's reasoning block
+   (the family's ``thinking`` format, e.g. ``<think>...</think>``) is cut off the text first, while its tokens
+   stay in the turn's response (trained on, and counted in the turn's entropy).
 
 The output of turn ``k`` holds that turn's prompt and its generated tokens only (``response_mask`` all ones,
 ``response_logprobs`` the server's; generation stops short of any media token, and a turn left with no tokens
@@ -58,8 +60,9 @@ from envs.env import OmniVideoEnv
 from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.tasks import Task
-from omniagent.backends.convert import build_model_inputs
+from omniagent.backends.convert import build_model_inputs, model_video_kwargs
 from omniagent.backends.vllm_backend import build_vllm_request
+from omniagent.families import family_for_processor
 from rl.algo.reward import (
     ReadingScope,
     RewardConfig,
@@ -145,7 +148,10 @@ def build_turn_prompt(
     base_mm_kwargs: Mapping[str, Any] | None = None,
 ) -> TurnPrompt:
     """Both forms of one context (pure; runs the processor once)."""
-    batch, prepared = build_model_inputs(messages, processor)
+    # the model-config values the family's processor must share (Qwen3-Omni: position_id_per_seconds, which
+    # orders an interleaved clip); omni_patches sets processor.config to the thinker config
+    video_kwargs = model_video_kwargs(processor, getattr(processor, "config", None))
+    batch, prepared = build_model_inputs(messages, processor, video_kwargs=video_kwargs)
     prompt_ids = [int(t) for t in batch["input_ids"][0].tolist()]
     call = prepared.call_kwargs
     mm_data: dict[str, list[Any]] = {}
@@ -191,11 +197,12 @@ def build_turn_prompt(
 class TurnResponse:
     """One turn's generated tokens as trained on, and their text as the environment reads it."""
 
-    ids: list[int]
+    ids: list[int]  # every sampled token, a reasoning block's included (they are trained on)
     mask: list[int]
     logprobs: list[float] | None
-    text: str
+    text: str  # what the environment parses: the decoded text with any reasoning block cut off
     cut: bool  # cut before a media token
+    thinking: str | None = None  # the reasoning block of a thinking model (kept out of env.step)
 
 
 @dataclass
@@ -263,10 +270,14 @@ class OmniAgentLoop(AgentLoopBase):
         self.settings = EnvSettings.from_config(self.config.get("env"))
         if self.processor is None:
             raise ValueError(
-                "the omniagent agent loop needs the Qwen2.5-Omni processor; load rl.verl_ext.omni_patches "
+                "the omniagent agent loop needs the omni processor; load rl.verl_ext.omni_patches "
                 "(actor_rollout_ref.model.external_lib=rl.verl_ext.omni_patches) so verl accepts it"
             )
         self.media_token_ids = frozenset(omni_media_token_ids(self.processor))
+        # a thinking variant's <think>...</think> block is cut off before env.step (a model that writes none is
+        # left as is); its tokens stay in the response ids, so they are trained on and TAURA's turn entropy
+        # averages over them too
+        self.thinking = family_for_processor(self.processor).thinking
         self.eos_token_id = int(self.tokenizer.eos_token_id)
 
     async def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -368,11 +379,12 @@ class OmniAgentLoop(AgentLoopBase):
         """The turn's training tokens and its decoded text; an empty turn becomes one masked EOS."""
         ids, logprobs, cut = self._clean_response(token_output)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        thinking, text = self.thinking.split(text) if self.thinking is not None else (None, text)
         mask = [1] * len(ids)
         if not ids:  # aborted request, or a media token first: one masked EOS, nothing to learn
             ids, mask = [self.eos_token_id], [0]
             logprobs = [0.0] if logprobs is not None else None
-        return TurnResponse(ids=ids, mask=mask, logprobs=logprobs, text=text, cut=cut)
+        return TurnResponse(ids=ids, mask=mask, logprobs=logprobs, text=text, cut=cut, thinking=thinking)
 
     def _turn_output(
         self,
@@ -395,6 +407,7 @@ class OmniAgentLoop(AgentLoopBase):
             **episode_fields,  # session_id, task_id, turn_budget
             "media_in_prompt": dict(prompt.media_counts),
             "response_cut_at_media_token": response.cut,
+            "thinking_chars": len(response.thinking or ""),  # the reasoning block kept out of env.step
             "turn_scores": [],
             "tool_rewards": [],
         }

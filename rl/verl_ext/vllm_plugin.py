@@ -1,49 +1,78 @@
-"""vLLM plugin: serve thinker-only Qwen2.5-Omni checkpoints (what rl/train_sft.py and the tiny model save).
+"""vLLM plugin: serve thinker-only omni checkpoints (what rl/train_sft.py and the tiny models save).
 
 pyproject.toml declares :func:`register_vllm` as the ``vllm.general_plugins`` entry point ``omniagent``. vLLM
 runs every general plugin in every process it creates, before that process does any work (API server, engine
 core, GPU workers; also verl's rollout servers, which are vLLM engines inside Ray actors), as soon as this
 package is installed (``pip install -e .``). So this module runs in *every* vLLM process, including a plain
 ``vllm serve`` for evaluation: it imports neither verl, Ray nor torch, and changes nothing at import. The
-verl-side Qwen2.5-Omni support lives in :mod:`rl.verl_ext.omni_patches`, loaded only by training (``external_lib``).
+verl-side omni support lives in :mod:`rl.verl_ext.omni_patches`, loaded only by training (``external_lib``).
 
-What it registers: vLLM maps only the full ``Qwen2_5OmniForConditionalGeneration`` / ``Qwen2_5OmniModel``
-layouts, reads ``hf_config.thinker_config`` and expects ``thinker.``-prefixed weights. A thinker-only checkpoint
-declares ``model_type: qwen2_5_omni_thinker`` and the architecture :data:`VLLM_THINKER_ARCH`, which
-:func:`register_vllm` maps to a lazily built subclass of vLLM's thinker (:data:`VLLM_THINKER_CLASS`, the
+What it registers, for each family whose ``patches.vllm`` names ``register_standalone_thinker``
+(:mod:`omniagent.families`): vLLM maps only the full architectures (``Qwen2_5OmniForConditionalGeneration``,
+``Qwen3OmniMoeForConditionalGeneration``) to its thinkers, whose processing info and ``__init__`` read
+``hf_config.thinker_config`` (Qwen3's insists on a ``Qwen3OmniMoeConfig``) and whose weight mappers expect
+``thinker.``-prefixed names. A thinker-only checkpoint declares the thinker architecture
+(``Qwen2_5OmniThinkerForConditionalGeneration``, ``Qwen3OmniMoeThinkerForConditionalGeneration``; the family's
+``classes.thinker``), which :func:`register_vllm` maps to a lazily built subclass of vLLM's thinker (the
 pattern vLLM itself uses for standalone-thinker embedding checkpoints): config self-reference, processing info
-that accepts the thinker config, and a weight mapper for unprefixed names (also what verl's weight sync sends).
+that accepts the thinker config, and a weight mapper for unprefixed names (``model.``, ``lm_head.``, ``visual.``,
+``audio_tower.``; also what verl's weight sync sends).
 UNVERIFIED here: no vLLM on the CPU machines; ``scripts/gpu_smoke.sh`` is the check on a GPU.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-# the architecture name a thinker-only checkpoint declares, and our class for it (built on first access)
-VLLM_THINKER_ARCH = "Qwen2_5OmniThinkerForConditionalGeneration"
-VLLM_THINKER_CLASS = "VllmQwen2_5OmniThinker"
-
-_vllm_thinker_class: Any = None
+from omniagent.families import FAMILIES
 
 
-def _build_vllm_thinker_class() -> Any:
-    """vLLM's Qwen2.5-Omni thinker, taught to load a thinker-only checkpoint (imports vLLM)."""
-    from vllm.model_executor.models import qwen2_5_omni_thinker as base
+class StandaloneThinker(NamedTuple):
+    """vLLM's thinker of one family, and the name of our class serving its thinker-only checkpoints."""
+
+    arch: str  # what a thinker-only config.json declares (the family's classes.thinker)
+    vllm_module: str  # vLLM's module of that family's thinker
+    vllm_prefix: str  # the name prefix of its classes there (ProcessingInfo, MultiModalProcessor, ...)
+    our_class: str  # the attribute of this module vLLM's lazy registry resolves
+
+
+_VLLM_THINKERS = {  # vLLM's names per family (vllm/model_executor/models/)
+    "qwen2.5-omni": ("qwen2_5_omni_thinker", "Qwen2_5OmniThinker", "VllmQwen2_5OmniThinker"),
+    "qwen3-omni": ("qwen3_omni_moe_thinker", "Qwen3OmniMoeThinker", "VllmQwen3OmniMoeThinker"),
+}
+THINKERS = tuple(
+    StandaloneThinker(FAMILIES[name].classes.thinker, *_VLLM_THINKERS[name])
+    for name, family in FAMILIES.items()
+    if "register_standalone_thinker" in family.patches.vllm
+)
+# the Qwen2.5-Omni names, as earlier releases of this module spelled them
+VLLM_THINKER_ARCH, VLLM_THINKER_CLASS = THINKERS[0].arch, THINKERS[0].our_class
+
+_built: dict[str, Any] = {}
+
+
+def _build_vllm_thinker_class(spec: StandaloneThinker) -> Any:
+    """vLLM's thinker of ``spec``, taught to load a thinker-only checkpoint (imports vLLM)."""
+    import importlib
+
     from vllm.model_executor.models.utils import WeightsMapper
     from vllm.multimodal import MULTIMODAL_REGISTRY
 
-    class StandaloneThinkerProcessingInfo(base.Qwen2_5OmniThinkerProcessingInfo):
-        def get_hf_config(self):  # the base insists on a full Qwen2_5OmniConfig
+    base = importlib.import_module(f"vllm.model_executor.models.{spec.vllm_module}")
+    info_base = getattr(base, f"{spec.vllm_prefix}ProcessingInfo")
+    thinker_base = getattr(base, f"{spec.vllm_prefix}ForConditionalGeneration")
+
+    class StandaloneThinkerProcessingInfo(info_base):
+        def get_hf_config(self):  # the base insists on a full config
             config = self.ctx.get_hf_config()
             return getattr(config, "thinker_config", config)
 
     @MULTIMODAL_REGISTRY.register_processor(
-        base.Qwen2_5OmniThinkerMultiModalProcessor,
+        getattr(base, f"{spec.vllm_prefix}MultiModalProcessor"),
         info=StandaloneThinkerProcessingInfo,
-        dummy_inputs=base.Qwen2_5OmniThinkerDummyInputsBuilder,
+        dummy_inputs=getattr(base, f"{spec.vllm_prefix}DummyInputsBuilder"),
     )
-    class VllmQwen2_5OmniThinker(base.Qwen2_5OmniThinkerForConditionalGeneration):
+    class VllmStandaloneThinker(thinker_base):
         # full-model names first (WeightsMapper applies every matching rule in order), then thinker-only ones
         hf_to_vllm_mapper = WeightsMapper(
             orig_to_new_prefix={
@@ -61,25 +90,26 @@ def _build_vllm_thinker_class() -> Any:
                 hf_config.thinker_config = hf_config
             super().__init__(vllm_config=vllm_config, prefix=prefix)
 
-    VllmQwen2_5OmniThinker.__module__ = __name__
-    return VllmQwen2_5OmniThinker
+    VllmStandaloneThinker.__name__ = VllmStandaloneThinker.__qualname__ = spec.our_class
+    VllmStandaloneThinker.__module__ = __name__
+    return VllmStandaloneThinker
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: vLLM's lazy registry resolves "rl.verl_ext.vllm_plugin:<class>"
-    global _vllm_thinker_class
-    if name == VLLM_THINKER_CLASS:
-        if _vllm_thinker_class is None:
-            _vllm_thinker_class = _build_vllm_thinker_class()
-        return _vllm_thinker_class
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    spec = next((t for t in THINKERS if t.our_class == name), None)
+    if spec is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _built:
+        _built[name] = _build_vllm_thinker_class(spec)
+    return _built[name]
 
 
 def register_vllm() -> None:
-    """Map the thinker-only architecture to our class in vLLM's registry (idempotent, as vLLM asks of plugins).
-
-    The class is named as ``"module:class"``, so vLLM imports it only when a checkpoint asks for it.
-    """
+    """Map each thinker-only architecture to our class in vLLM's registry (idempotent, as vLLM asks of
+    plugins). The class is named as ``"module:class"``, so vLLM imports it only when a checkpoint asks for it."""
     from vllm import ModelRegistry
 
-    if VLLM_THINKER_ARCH not in ModelRegistry.get_supported_archs():
-        ModelRegistry.register_model(VLLM_THINKER_ARCH, f"{__name__}:{VLLM_THINKER_CLASS}")
+    supported = set(ModelRegistry.get_supported_archs())
+    for spec in THINKERS:
+        if spec.arch not in supported:
+            ModelRegistry.register_model(spec.arch, f"{__name__}:{spec.our_class}")
