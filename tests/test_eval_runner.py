@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -412,6 +413,28 @@ def test_frozen_presets_refuse_overrides(synth_dir: Path, tmp_path: Path) -> Non
         check_decoding(compose(["+policy.kwargs.temperature=0.7"]))
     check_decoding(compose(["+policy.kwargs.temperature=0.0"]))
     check_decoding(compose(["+policy.kwargs.temperature=0.7", "unfreeze=true"]))
+
+
+def test_the_overrides_media_refusals_suggest_run_under_a_frozen_preset(tmp_path: Path) -> None:
+    """What a media-access refusal tells the user to add to scripts/eval.py is accepted under a frozen preset
+    (it says where media may be read from, not what is measured); a measured field is still refused."""
+    from envs.tasks import Task
+    from omniagent.datasets.registry import outside_media_root
+
+    root, outside = tmp_path / "root", tmp_path / "elsewhere.mp4"
+    root.mkdir()
+    outside.write_bytes(b"x")
+    (root / "link.mp4").symlink_to(outside)
+    problems = [
+        *outside_media_root("a", Task(id="t1", media=str(outside), question="q", task_type="num", answer="1"), root),
+        *outside_media_root("b", Task(id="t2", media=str(root / "link.mp4"), question="q", task_type="num", answer="1"), root),
+    ]
+    suggested = [re.search(r"in scripts/eval\.py: (\S+)\)", line).group(1) for line in problems]
+    assert len(suggested) == 2 and suggested[0] != suggested[1]
+    access = [*suggested, "benchmark.limits.allow_protocols=[https]", "benchmark.limits.allow_demuxers=[hls]"]
+    assert check_frozen(access) == []
+    with pytest.raises(FrozenPresetError, match="benchmark.limits.max_audio_s"):
+        check_frozen([*access, "benchmark.limits.max_audio_s=5"])
 
 
 def test_a_retired_limit_is_dropped_not_frozen_or_fingerprinted(tmp_path: Path) -> None:

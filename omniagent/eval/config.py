@@ -40,6 +40,9 @@ UNFROZEN = (
     "benchmark.annotations",
     "benchmark.media_root",
     "benchmark.dataset_kwargs.allow_outside_media_root",
+    "benchmark.dataset_kwargs.follow_links_outside_media_root",
+    "benchmark.limits.allow_protocols",  # which inputs may be opened, not what a question shows
+    "benchmark.limits.allow_demuxers",
     "benchmark.dataset_kwargs.out_dir",
     "benchmark.limits.backend",
     *(f"benchmark.limits.{name}" for name in sorted(RETIRED)),  # dropped on load; an old command still runs
