@@ -21,7 +21,7 @@ from rl.sft import export as sft_export
 def live_contexts(traj: Trajectory) -> list[list[dict[str, Any]]]:
     """The observation a live environment shows before each turn, stepping the same texts."""
     env = OmniVideoEnv(limits=LIMITS)
-    obs, _ = env.reset(options=sft_export.replay_options(traj))
+    obs, _ = env.reset(options=traj.env_options())
     out = []
     for t in traj.turns:
         out.append(obs)
