@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from testkit import ForcedActions
 
 from envs.env import OmniVideoEnv
-from envs.messages import count_media_parts
 from omniagent import run as cli
 from omniagent.episode import run_episode
-from omniagent.policy import Policy, TurnOutput, make_policy
+from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 
 MAX_NEW_TOKENS = 8
@@ -47,33 +45,6 @@ def test_tiny_episode_runs_to_the_budget(tiny, video_path, tmp_path):
     assert contexts == sorted(contexts)  # each turn adds its output and the env's reply
     traj.save_json(tmp_path / "t.json")
     assert Trajectory.load_json(tmp_path / "t.json") == traj
-
-
-class ForcedActions(Policy):
-    """Run the model on the real context (raw percept included), then play a scripted action."""
-
-    name = "forced"
-
-    def __init__(self, model: Policy, actions: list[dict]) -> None:
-        self.model, self.actions = model, actions
-        self.media_parts: list[int] = []
-
-    def reset(self, info):
-        self.i = 0
-
-    def act(self, messages):
-        self.media_parts.append(count_media_parts(messages))
-        out = self.model.act(messages)
-        action = self.actions[self.i]
-        self.i += 1
-        text = json.dumps({"observation": "x", "thought": "y", "action": action})
-        return TurnOutput(
-            text=text,
-            prompt_tokens=out.prompt_tokens,
-            completion_tokens=out.completion_tokens,
-            entropy=out.entropy,
-            model_seconds=out.model_seconds,
-        )
 
 
 def test_tiny_model_reads_frames_audio_and_clips(tiny, video_path):

@@ -11,19 +11,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testkit import assert_well_formed
+from testkit import ForcedActions, assert_well_formed
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from envs.env import OmniVideoEnv  # noqa: E402
-from envs.messages import count_media_parts  # noqa: E402
 from omniagent.backends.convert import build_model_inputs, model_video_kwargs  # noqa: E402
 from omniagent.backends.vllm_backend import build_vllm_request  # noqa: E402
 from omniagent.checkpoint import check_checkpoint, checkpoint_family, missing_files  # noqa: E402
 from omniagent.episode import run_episode  # noqa: E402
 from omniagent.families import get_family  # noqa: E402
-from omniagent.policy import Policy, PolicyConfigError, TurnOutput, make_policy  # noqa: E402
+from omniagent.policy import PolicyConfigError, make_policy  # noqa: E402
 from omniagent.tiny_model import build_tiny_thinker, load_tiny_thinker, main  # noqa: E402
 from omniagent.trajectory import Trajectory  # noqa: E402
 
@@ -242,27 +241,6 @@ def test_media_reach_generate(tiny_dir: Path) -> None:
     )
     assert int((ids[2] == token_id(policy.processor, "<|audio_pad|>")).sum()) == FAMILY.audio_tokens(2 * SR)
     assert out.thinking is None and out.completion_tokens == len(out.token_logprobs) == 4
-
-
-class ForcedActions(Policy):
-    """Run the model on the real context (raw percept included), then play a scripted action."""
-
-    name = "forced"
-
-    def __init__(self, model: Policy, actions: list[dict[str, Any]]) -> None:
-        self.model, self.actions, self.media_parts = model, actions, []
-
-    def reset(self, info: dict[str, Any]) -> None:
-        self.model.reset(info)
-        self.i = 0
-
-    def act(self, messages: list[Any]) -> TurnOutput:
-        self.media_parts.append(count_media_parts(messages))
-        out = self.model.act(messages)
-        action, self.i = self.actions[self.i], self.i + 1
-        return out.model_copy(
-            update={"text": json.dumps({"observation": "x", "thought": "y", "action": action})}
-        )
 
 
 @pytest.fixture(scope="module")
