@@ -220,3 +220,15 @@ def tone_level(signal: np.ndarray, sr: int, start: float, end: float, freq: floa
     seg = signal[int(start * sr) : int(end * sr)]
     spectrum = np.abs(np.fft.rfft(seg * np.hanning(len(seg)))) / len(seg)
     return float(spectrum[np.abs(np.fft.rfftfreq(len(seg), 1 / sr) - freq) <= band_hz].max())
+
+
+def sft_dataset(parquet: Path, model_dir: Path) -> Any:
+    """:class:`rl.sft.dataset.OmniTurnSFTDataset` over ``parquet`` with the tokenizer of ``model_dir``."""
+    from transformers import AutoTokenizer
+
+    from rl.sft.dataset import OmniTurnSFTDataset
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return OmniTurnSFTDataset(
+        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
+    )
