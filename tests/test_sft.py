@@ -238,8 +238,9 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     assert f"--nproc_per_node={cfg.trainer.n_gpus_per_node}" in cmd
     assert cmd[-4:] == ["-m", "rl.train_sft", "--verl-worker", str(tmp_path / "verl_sft.yaml")]
     assert launch(OmegaConf.merge(cfg, {"omni_sft": {"mode": "print"}})) == cmd  # nothing runs
-    with pytest.raises(SystemExit, match="set these paths first"):
+    with pytest.raises(SystemExit, match="set these paths first") as refused:
         launch(cfg)
+    assert "python -m rl.sft.export --kept" in str(refused.value)  # says how to make the parquet
     tiny = compose_sft(["+exp=tiny"])
     assert tiny.omni_sft.mode == "local" and tiny.omni_sft.tiny.build and tiny.trainer.n_gpus_per_node == 1
 
