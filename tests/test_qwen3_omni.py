@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testkit import ForcedActions, assert_well_formed
+from testkit import assert_well_formed, beep_options, play_every_percept
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -244,26 +244,12 @@ def constrained_policy(tiny3_dir: Path):
     policy.close()
 
 
-def options(media: Path, **kw: Any) -> dict[str, Any]:
-    return {"media": str(media), "question": "Which beep is higher?", "task_type": "mcq",
-            "choices": ["first", "second"], "answer": "B", "max_turns": 4, **kw}  # fmt: skip
-
-
 @pytest.mark.slow
 def test_episode_with_frames_audio_and_a_clip_under_constrained_decoding(
     constrained_policy, video_path: Path
 ) -> None:
     calls = spy_generate(constrained_policy)
-    actions = [
-        {"type": "get_frames", "start": 0.0, "end": 10.0, "num": 2},
-        {"type": "get_audio", "start": 2.0, "end": 4.0},
-        {"type": "get_clip", "start": 11.0, "end": 13.0},
-        {"type": "answer", "content": "B"},
-    ]
-    policy = ForcedActions(constrained_policy, actions)
-    env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, policy, options(video_path))
-    env.close()
+    traj, policy = play_every_percept(constrained_policy, video_path)
     assert traj.stop_reason == "answered" and [t.error for t in traj.turns] == [None] * 4
     assert policy.media_parts == [0, 2, 1, 1]
     assert [k in c for c in calls for k in ("pixel_values",)] == [False, True, False, False]
@@ -278,7 +264,7 @@ def test_every_constrained_turn_of_the_random_model_is_well_formed(
     constrained_policy, video_path: Path
 ) -> None:
     env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, constrained_policy, options(video_path, max_turns=3))
+    traj = run_episode(env, constrained_policy, beep_options(video_path, max_turns=3))
     env.close()
     assert traj.stop_reason == "answered" and all(rec.thinking is None for rec in traj.turns)
     assert_well_formed(traj)
@@ -293,7 +279,7 @@ def test_thinking_variant_keeps_its_reasoning_out_of_the_parse(
                          max_thinking_chars=24, max_text_chars=64)  # fmt: skip
     assert policy.thinking is FAMILY.thinking
     env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, policy, options(video_path, max_turns=2))
+    traj = run_episode(env, policy, beep_options(video_path, max_turns=2))
     env.close()
     assert traj.stop_reason == "answered"
     for rec in traj.turns:

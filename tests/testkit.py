@@ -232,3 +232,33 @@ def sft_dataset(parquet: Path, model_dir: Path) -> Any:
     return OmniTurnSFTDataset(
         str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
     )
+
+
+def beep_options(media: Path, max_turns: int) -> dict[str, Any]:
+    """Reset options of a two-choice question about the shared test video (the right answer is B)."""
+    return {"media": str(media), "question": "Which beep is higher?", "task_type": "mcq",
+            "choices": ["first", "second"], "answer": "B", "max_turns": max_turns}  # fmt: skip
+
+
+# One look of each kind at the shared test video, then the answer (what a model episode test forces).
+EVERY_PERCEPT = [
+    {"type": "get_frames", "start": 0.0, "end": 10.0, "num": 2},
+    {"type": "get_audio", "start": 2.0, "end": 4.0},
+    {"type": "get_clip", "start": 11.0, "end": 13.0},
+    {"type": "answer", "content": "B"},
+]
+
+
+def play_every_percept(model: Policy, media: Path) -> tuple[Any, ForcedActions]:
+    """``model`` run on the real context of each turn of :data:`EVERY_PERCEPT` (64-pixel frames):
+    the trajectory, and the :class:`ForcedActions` policy that played it."""
+    from envs.env import OmniVideoEnv
+    from omniagent.episode import run_episode
+
+    policy = ForcedActions(model, EVERY_PERCEPT)
+    env = OmniVideoEnv(limits={"max_side": 64})
+    try:
+        traj = run_episode(env, policy, beep_options(media, len(EVERY_PERCEPT)))
+    finally:
+        env.close()
+    return traj, policy
