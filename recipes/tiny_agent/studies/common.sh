@@ -18,13 +18,6 @@ copy_agent() {
     mkdir -p "$1" && cp -r "$SHIP/agent" "$SHIP/synth_train" "$1/"
 }
 
-# held_out_set SET VIDEOS: runs/sSET_agent, the shipped weights and training tasks with the recipe's eval stage on
-# held-out seed SET (VIDEOS videos): the set, its blind copy, and the SFT, blind, uniform, random and prior rows
-held_out_set() {
-    copy_agent "runs/s$1_agent"
-    python -m recipes.tiny_agent --out "runs/s$1_agent" --eval-seed "$1" --eval-videos "$2" --stages eval --eval-jobs 2
-}
-
 # The per-call caps the tiny agent is trained and evaluated under.
 LIMITS=(benchmark.limits.max_frames=8 benchmark.limits.max_clip_s=10.0 benchmark.limits.max_audio_s=30.0
     benchmark.limits.max_answer_chars=40)

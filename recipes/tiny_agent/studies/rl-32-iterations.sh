@@ -21,7 +21,8 @@ taura_hold() { train $OUT/taura_hold "${HELD[@]}" local.seed=0; }   # resumes fr
 grpo_kl() { train $OUT/grpo_kl "${GRPO_KL[@]}" local.seed=0; }
 in_parallel taura_hold grpo_kl
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for NAME in taura_hold grpo_kl; do
     media_and_blind $OUT/$NAME/final runs/s${SET}_agent $OUT/eval${SET}_${NAME}32
     heldout $OUT/${NAME}_final16 runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_${NAME}16
@@ -50,7 +51,8 @@ for run in sys.argv[1:]:  # the training reward and score by quarters of 32 iter
 PY
 
 # the addendum: seed 1313, media rows, then the held run's blind row
-held_out_set $SET2 $VIDEOS
+copy_agent runs/s${SET2}_agent
+python -m recipes.tiny_agent --out runs/s${SET2}_agent --eval-seed $SET2 --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for NAME in taura_hold grpo_kl; do
     heldout $OUT/$NAME/final runs/s${SET2}_agent/synth_eval/tasks.jsonl $OUT/eval${SET2}_${NAME}32
 done

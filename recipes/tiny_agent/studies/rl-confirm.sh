@@ -18,7 +18,8 @@ for ROW in 0:runs/rl_seeds/eval1414_taura_s0 1:runs/rl_seeds/eval1414_taura_s1 2
 done
 
 # the set and its SFT rows (agent, blind, uniform, random, prior), then the RL rows
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 heldout runs/rl_hold/taura_hold/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_taura_s0
 heldout runs/rl_hold/grpo_kl/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_grpo_s0
 for CLUSTER in "" "--cluster media"; do   # by question, then by video

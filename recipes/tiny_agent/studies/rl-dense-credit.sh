@@ -11,7 +11,8 @@ OUT=runs/rl_dense
 cd "$(dirname "$0")/../../.."
 source recipes/tiny_agent/studies/common.sh
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 
 # the plan's prediction: batch 5's groups rescored with the bonus
 python - runs/rl_gate/taura_gate/rollouts.jsonl <<'PY'

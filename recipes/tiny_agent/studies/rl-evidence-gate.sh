@@ -11,7 +11,8 @@ OUT=runs/rl_gate
 cd "$(dirname "$0")/../../.."
 source recipes/tiny_agent/studies/common.sh
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 
 run() {
     train $OUT/$1 "${EVAL_TASKS[@]}" local.eval_every=0 local.seed=0 taura.mode=$2 "${DRGRPO[@]}" \

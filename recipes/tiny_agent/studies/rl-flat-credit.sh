@@ -19,7 +19,8 @@ s0() { train $OUT/taura_flat_s0 "${HELD[@]}" "${FLAT[@]}" local.seed=0; }
 s1() { train $OUT/taura_flat_s1 "${HELD[@]}" "${FLAT[@]}" local.seed=1; }
 in_parallel s0 s1
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 heldout $OUT/taura_flat_s0/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_taura_flat_s0
 heldout $OUT/taura_flat_s1/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_taura_flat_s1
 heldout runs/rl_hold/taura_hold/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_taura_hold_s0   # control

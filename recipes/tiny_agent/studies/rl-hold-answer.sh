@@ -14,7 +14,8 @@ source recipes/tiny_agent/studies/common.sh
 taura_hold() { train $OUT/taura_hold "${ANCHORED[@]}" local.seed=0 taura.mode=taura taura.hold_answer_turns=true; }
 grpo_kl() { train $OUT/grpo_kl "${ANCHORED[@]}" local.seed=0 taura.mode=grpo; }
 in_parallel taura_hold grpo_kl
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 
 for NAME in taura_hold grpo_kl; do
     media_and_blind $OUT/$NAME/final runs/s${SET}_agent $OUT/eval${SET}_$NAME

@@ -15,7 +15,8 @@ taura_kl() { train $OUT/taura_kl "${ANCHORED[@]}" local.seed=0 taura.mode=taura;
 grpo_kl() { train $OUT/grpo_kl "${ANCHORED[@]}" local.seed=0 taura.mode=grpo; }
 in_parallel taura_kl grpo_kl
 # the set is made after both runs ended; its SFT rows are read only after both policies' media rows exist
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 
 for NAME in taura_kl grpo_kl; do
     media_and_blind $OUT/$NAME/final runs/s${SET}_agent $OUT/eval${SET}_$NAME

@@ -11,7 +11,8 @@ OUT=runs/rl_power
 cd "$(dirname "$0")/../../.."
 source recipes/tiny_agent/studies/common.sh
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for ROW in taura_s0:runs/rl_hold/taura_hold taura_s1:runs/rl_seeds/taura_s1 taura_s2:runs/rl_seeds/taura_s2 \
     grpo_s0:runs/rl_hold/grpo_kl; do
     NAME=${ROW%%:*} RUN=${ROW#*:}

@@ -22,7 +22,8 @@ taura_anchor() { train $OUT/taura_anchor "${HELD[@]}" local.seed=0 "${ANCHOR[@]}
 grpo_anchor() { train $OUT/grpo_anchor "${GRPO_KL[@]}" local.seed=0 "${ANCHOR[@]}"; }
 in_parallel taura_anchor grpo_anchor
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for ROW in taura_anchor:$OUT/taura_anchor/checkpoints/step-000016 grpo_anchor:$OUT/grpo_anchor/checkpoints/step-000016 \
     taura_hold:runs/rl_hold/taura_hold/final; do
     NAME=${ROW%%:*} MODEL=${ROW#*:}

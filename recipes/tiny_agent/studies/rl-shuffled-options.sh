@@ -12,7 +12,8 @@ cd "$(dirname "$0")/../../.."
 source recipes/tiny_agent/studies/common.sh
 
 # the SFT, blind, uniform, random and prior rows on the set
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 
 run() { train $OUT/$1 "${EVAL_TASKS[@]}" local.eval_every=0 local.seed=0 taura.mode=$2 "${DRGRPO[@]}" local.shuffle_options=true; }
 taura_shuf() { run taura_shuf taura; }

@@ -17,7 +17,8 @@ seed2() { train $OUT/taura_s2 "${HELD[@]}" local.seed=2; }
 in_parallel seed1 seed2
 python -m recipes.tiny_agent.plot_runs $OUT/taura_s{1,2} runs/rl_hold/taura_hold --out docs/figures/rl_seeds_runs.png
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for ROW in taura_s0:runs/rl_hold/taura_hold taura_s1:$OUT/taura_s1 taura_s2:$OUT/taura_s2 grpo_s0:runs/rl_hold/grpo_kl; do
     NAME=${ROW%%:*} RUN=${ROW#*:}
     media_and_blind $RUN/final runs/s${SET}_agent $OUT/eval${SET}_$NAME

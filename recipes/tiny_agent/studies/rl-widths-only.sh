@@ -16,7 +16,8 @@ grpo_size() { train $OUT/grpo_size "${GRPO_KL[@]}" local.seed=0 'local.task_type
 in_parallel taura_size grpo_size
 python -m recipes.tiny_agent.plot_runs $OUT/{taura_size,grpo_size} --out $OUT/size.png   # width score, ref_kl, flat groups
 
-held_out_set $SET $VIDEOS
+copy_agent runs/s${SET}_agent
+python -m recipes.tiny_agent --out runs/s${SET}_agent --eval-seed $SET --eval-videos $VIDEOS --stages eval --eval-jobs 2
 for NAME in taura_size grpo_size; do
     heldout $OUT/$NAME/final runs/s${SET}_agent/synth_eval/tasks.jsonl $OUT/eval${SET}_$NAME
     python scripts/compare_runs.py $OUT/eval${SET}_$NAME runs/s${SET}_agent/eval/agent   # the primary for taura_size
