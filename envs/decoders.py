@@ -130,6 +130,11 @@ class VideoDecoder(abc.ABC):
         self.threads = threads  # decoding threads (0: the library's choice)
         self.orientation = orientation or Orientation()
         self.access = access or MediaAccess()
+        self._open()
+
+    @abc.abstractmethod
+    def _open(self) -> None:
+        """Open :attr:`path` with the decoding library (called once, by ``__init__``)."""
 
     @property
     def coded_size(self) -> tuple[int, int]:
@@ -185,17 +190,10 @@ class VideoDecoder(abc.ABC):
 
 @register_decoder("pyav")
 class PyAVDecoder(VideoDecoder):
-    """FFmpeg through PyAV: fast open, flat memory, exact on variable frame rate (see README numbers)."""
+    """FFmpeg through PyAV: fast open, flat memory, exact on variable frame rate (docs/benchmarks.md)."""
 
-    def __init__(
-        self,
-        path: str,
-        size: tuple[int, int],
-        orientation: Orientation | None = None,
-        access: MediaAccess | None = None,
-        threads: int = 0,
-    ) -> None:
-        super().__init__(path, size, orientation, access, threads)
+    def _open(self) -> None:
+        path, threads = self.path, self.threads
         import av
 
         self._container = open_container(path, self.access)
@@ -422,15 +420,8 @@ class DecordDecoder(VideoDecoder):
     rotates = False
     confines = False
 
-    def __init__(
-        self,
-        path: str,
-        size: tuple[int, int],
-        orientation: Orientation | None = None,
-        access: MediaAccess | None = None,
-        threads: int = 0,
-    ) -> None:
-        super().__init__(path, size, orientation, access, threads)
+    def _open(self) -> None:
+        path, size, threads = self.path, self.size, self.threads
         try:
             import decord
         except ImportError as exc:

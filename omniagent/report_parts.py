@@ -148,13 +148,9 @@ def replay_contexts(
     from envs.env import OmniVideoEnv
 
     env = OmniVideoEnv(limits=limits or EnvLimits())
-    options = {
-        "media": media, "question": traj.question, "task_type": traj.task_type, "choices": traj.choices,
-        "answer": traj.ground_truth, "max_turns": traj.max_turns,
-    }  # fmt: skip
     contexts: list[list[dict[str, str]]] = []
     try:
-        obs, _ = env.reset(options=options)
+        obs, _ = env.reset(options=traj.env_options(media))
         for rec in traj.turns:
             contexts.append(context_text(obs))
             obs, _, terminated, truncated, info = env.step(rec.raw_text)

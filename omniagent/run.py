@@ -96,12 +96,12 @@ def resolve_backend(backend: str, model: str, base_url: str | None) -> str:
 def shared_settings(args: argparse.Namespace, limits: Any) -> dict[str, Any]:
     """Command-line settings; :func:`omniagent.policy.make_policy` gives each backend the ones it
     declares (an OpenAI-compatible server takes ``max_tokens``, a local model ``max_new_tokens``)."""
-    from omniagent.backends.openai_backend import DEFAULT_BASE_URL, api_key_or_env
+    from omniagent.backends.openai_backend import DEFAULT_BASE_URL
 
     return {
         "model": args.model,
         "base_url": args.base_url or DEFAULT_BASE_URL,
-        "api_key": api_key_or_env(args.api_key),
+        "api_key": args.api_key,  # None: the openai_client rule ($OPENAI_API_KEY, else EMPTY)
         "temperature": args.temperature,
         "seed": args.seed,
         "max_tokens": args.max_new_tokens,

@@ -181,6 +181,17 @@ class Trajectory(_Record):
     def num_turns(self) -> int:
         return len(self.turns)
 
+    def env_options(self, media: str | None = None) -> dict[str, Any]:
+        """``env.reset`` options that replay this episode's task (``media``: another path to the same file)."""
+        return {
+            "media": self.media if media is None else media,
+            "question": self.question,
+            "task_type": self.task_type,
+            "choices": self.choices,
+            "answer": self.ground_truth,
+            "max_turns": self.max_turns,
+        }
+
     def save_json(self, path: str | os.PathLike[str]) -> None:
         jsonl.write_atomic(path, self.model_dump_json(indent=2))
 

@@ -43,6 +43,11 @@ CONF_DIR = REPO_ROOT / "conf" / "sft"  # own folder, so `+exp=` names SFT experi
 
 LAUNCHER_KEY = "omni_sft"
 PLACEHOLDER = "/path/to/"
+# how to make what a placeholder stands for, named beside it when a run is refused
+HOW_TO_MAKE = {
+    "data.train_files": "the per-turn SFT parquet: python rl/synthesize.py ... out_dir=OUT, then "
+    "python -m rl.sft.export --kept OUT/kept.jsonl --out PATH; docs/training.md",
+}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +296,10 @@ def launch(cfg: Any) -> Any:
         raise ValueError(f"omni_sft.mode must be verl, local or print, not {mode!r}")
     bad = _placeholders(cfg)
     if bad and mode != "print":
-        raise SystemExit("set these paths first: " + ", ".join(bad))
+        named = [
+            f"{b} ({HOW_TO_MAKE[b.split('=')[0]]})" if b.split("=")[0] in HOW_TO_MAKE else b for b in bad
+        ]
+        raise SystemExit("set these paths first: " + ", ".join(named))
     if mode == "verl":
         refuse_verl_gaps(cfg)
     if mode == "local":

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from media_factory import make_audio, make_video
-from testkit import SMALL_SYNTH, sft_trajectories
+from testkit import SMALL_SYNTH, sft_dataset, sft_trajectories
 
 if TYPE_CHECKING:
     from envs.tasks import Task
@@ -84,13 +84,16 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def tiny3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Qwen3-Omni thinker (omniagent/tiny_model.py), seed 0."""
+    from omniagent.tiny_model import build_tiny_thinker
+
+    path = tmp_path_factory.mktemp("qwen3") / "thinker"
+    build_tiny_thinker(seed=0, out_dir=path, family="qwen3-omni")
+    return path
+
+
+@pytest.fixture(scope="module")
 def dataset(parquet: Path, tiny_dir: Path) -> Any:
     """:class:`rl.sft.dataset.OmniTurnSFTDataset` over :func:`parquet` with the tiny thinker's tokenizer."""
-    from transformers import AutoTokenizer
-
-    from rl.sft.dataset import OmniTurnSFTDataset
-
-    tok = AutoTokenizer.from_pretrained(tiny_dir)
-    return OmniTurnSFTDataset(
-        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
-    )
+    return sft_dataset(parquet, tiny_dir)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from testkit import beep_options, play_every_percept
 
 from envs.env import OmniVideoEnv
-from envs.messages import count_media_parts
 from omniagent import run as cli
 from omniagent.episode import run_episode
-from omniagent.policy import Policy, TurnOutput, make_policy
+from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 
 MAX_NEW_TOKENS = 8
@@ -26,14 +24,9 @@ def tiny():
     policy.close()
 
 
-def options(media, **kw):
-    return {"media": str(media), "question": "Which beep is higher?", "task_type": "mcq",
-            "choices": ["first", "second"], "answer": "B", "max_turns": 3, **kw}  # fmt: skip
-
-
 def test_tiny_episode_runs_to_the_budget(tiny, video_path, tmp_path):
     env = OmniVideoEnv()
-    traj = run_episode(env, tiny, options(video_path))
+    traj = run_episode(env, tiny, beep_options(video_path, max_turns=3))
     env.close()
     assert traj.stop_reason in ("turn_budget", "answered")  # random weights: almost surely the budget
     assert 1 <= traj.num_turns <= 3 and traj.policy == "transformers"
@@ -49,44 +42,8 @@ def test_tiny_episode_runs_to_the_budget(tiny, video_path, tmp_path):
     assert Trajectory.load_json(tmp_path / "t.json") == traj
 
 
-class ForcedActions(Policy):
-    """Run the model on the real context (raw percept included), then play a scripted action."""
-
-    name = "forced"
-
-    def __init__(self, model: Policy, actions: list[dict]) -> None:
-        self.model, self.actions = model, actions
-        self.media_parts: list[int] = []
-
-    def reset(self, info):
-        self.i = 0
-
-    def act(self, messages):
-        self.media_parts.append(count_media_parts(messages))
-        out = self.model.act(messages)
-        action = self.actions[self.i]
-        self.i += 1
-        text = json.dumps({"observation": "x", "thought": "y", "action": action})
-        return TurnOutput(
-            text=text,
-            prompt_tokens=out.prompt_tokens,
-            completion_tokens=out.completion_tokens,
-            entropy=out.entropy,
-            model_seconds=out.model_seconds,
-        )
-
-
 def test_tiny_model_reads_frames_audio_and_clips(tiny, video_path):
-    actions = [
-        {"type": "get_frames", "start": 0.0, "end": 10.0, "num": 2},
-        {"type": "get_audio", "start": 2.0, "end": 4.0},
-        {"type": "get_clip", "start": 11.0, "end": 13.0},
-        {"type": "answer", "content": "B"},
-    ]
-    policy = ForcedActions(tiny, actions)
-    env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, policy, options(video_path, max_turns=4))
-    env.close()
+    traj, policy = play_every_percept(tiny, video_path)
     assert traj.stop_reason == "answered" and traj.reward == 1.0
     assert [t.error for t in traj.turns] == [None] * 4
     # the model saw 2 frames, then one audio span, then one clip (the purge keeps one percept)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from fake_openai_server import FakeServer
+from testkit import compose_conf, small_synth_overrides
 
 from envs.tasks import Task
 from omniagent.eval.config import (
@@ -29,31 +30,22 @@ from omniagent.eval.samples import pass_at_k
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return hydra_compose(config_name="eval", overrides=overrides)
-
-
 def synth(synth_dir: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        f"out_dir={out}", f"benchmark.dataset_kwargs.out_dir={synth_dir}", "benchmark.dataset_kwargs.n_videos=1",
-        "benchmark.dataset_kwargs.durations=[20]", "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
-        "unfreeze=true", "progress=false", "summary.n_boot=100", *extra,
-    ]  # fmt: skip
+    return [*small_synth_overrides(synth_dir, out), "summary.n_boot=100", *extra]
 
 
 # ------------------------------------------------------------------------------------------ protocols
 def test_greedy_is_the_default_and_official_sets_the_released_settings() -> None:
-    greedy = eval_config_from(compose(["benchmarks=videomme", "benchmark.annotations=x.parquet"]))
+    greedy = eval_config_from(
+        compose_conf("eval", ["benchmarks=videomme", "benchmark.annotations=x.parquet"])
+    )
     assert greedy.temperature == 0.0 and greedy.max_turns == 16 and greedy.protocol.name == "greedy"
     assert (
         "protocol" not in greedy.fingerprint() and "samples" not in greedy.fingerprint()
     )  # old run folders resume
-    cfg = compose(
-        ["benchmarks=videomme", "benchmark.annotations=x.parquet", "protocol=official", "policy.name=openai"]
+    cfg = compose_conf(
+        "eval",
+        ["benchmarks=videomme", "benchmark.annotations=x.parquet", "protocol=official", "policy.name=openai"],
     )
     official = eval_config_from(cfg)
     assert (official.temperature, official.max_turns) == (1.0, 32)
@@ -71,23 +63,23 @@ def test_greedy_is_the_default_and_official_sets_the_released_settings() -> None
 
 
 def test_official_turn_budget_grows_with_the_media(tasks: list[Task]) -> None:
-    cfg = eval_config_from(compose(["protocol=official"]))
+    cfg = eval_config_from(compose_conf("eval", ["protocol=official"]))
     t = tasks[0]
     assert cfg.task_turn_budget(t.model_copy(update={"duration": 59.0})) == 5
     assert cfg.task_turn_budget(t.model_copy(update={"duration": 130.0})) == 7  # 5 + floor(130 / 60)
     assert cfg.task_turn_budget(t.model_copy(update={"duration": 7200.0})) == 32  # capped at max_turns
     assert t.duration is None or t.duration < 60
     assert cfg.task_turn_budget(t.model_copy(update={"duration": None})) == 5  # probed: a 20 s video
-    assert eval_config_from(compose([])).task_turn_budget(t) == 16  # greedy: the preset's K
+    assert eval_config_from(compose_conf("eval", [])).task_turn_budget(t) == 16  # greedy: the preset's K
 
 
 def test_protocol_fields_are_frozen_and_the_policy_temperature_must_match() -> None:
     assert check_frozen(["protocol=official"]) == []
     with pytest.raises(FrozenPresetError, match="protocol.temperature=0.3"):
         check_frozen(["protocol.temperature=0.3"])
-    check_decoding(compose(["protocol=official", "+policy.kwargs.temperature=1.0"]))
+    check_decoding(compose_conf("eval", ["protocol=official", "+policy.kwargs.temperature=1.0"]))
     with pytest.raises(FrozenPresetError, match="differs from the run's decoding temperature 1.0"):
-        check_decoding(compose(["protocol=official", "+policy.kwargs.temperature=0.0"]))
+        check_decoding(compose_conf("eval", ["protocol=official", "+policy.kwargs.temperature=0.0"]))
 
 
 # -------------------------------------------------------------------------------------------- samples
@@ -108,7 +100,7 @@ def test_k_samples_per_question_give_a_mean_over_questions_and_pass_at_k(
     synth_dir: Path, tmp_path: Path
 ) -> None:
     ov = synth(synth_dir, tmp_path / "s", "policy.name=random", "protocol=official", "samples=4", "limit=5")
-    summary = run_from_config(compose(ov), overrides=ov)
+    summary = run_from_config(compose_conf("eval", ov), overrides=ov)
     rows = load_rows(tmp_path / "s" / "results.jsonl")
     assert len(rows) == 20 and {r["sample"] for r in rows} == {0, 1, 2, 3}
     by_q: dict[str, list[dict[str, Any]]] = {}
@@ -133,7 +125,7 @@ def test_counted_tokens_media_and_time_per_question(
     synth_dir: Path, tasks: list[Task], tmp_path: Path
 ) -> None:
     ov = synth(synth_dir, tmp_path / "c", "policy.name=random", "limit=8", "seed=3")
-    summary = run_from_config(compose(ov), overrides=ov)
+    summary = run_from_config(compose_conf("eval", ov), overrides=ov)
     rows = load_rows(tmp_path / "c" / "results.jsonl")
     for r in rows:  # a scripted policy reports no usage: every turn is counted
         assert (

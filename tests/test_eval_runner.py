@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import free_port
+from testkit import compose_conf, free_port, small_synth_overrides
 
 from envs.jsonl import read_jsonl
 from envs.messages import Message
@@ -326,43 +326,25 @@ def test_matched_frame_budget(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------- hydra runner
-def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return hydra_compose(config_name="eval", overrides=overrides)
-
-
 def synth_overrides(synth_dir: Path, out: Path) -> list[str]:
-    return [
-        f"out_dir={out}",
-        f"benchmark.dataset_kwargs.out_dir={synth_dir}",
-        "benchmark.dataset_kwargs.n_videos=1",
-        "benchmark.dataset_kwargs.durations=[20]",
-        "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
-        "unfreeze=true",
-        "progress=false",
-        "limit=6",
-        "summary.n_boot=100",
-    ]
+    return [*small_synth_overrides(synth_dir, out), "limit=6", "summary.n_boot=100"]
 
 
 def test_eval_config_runs_and_writes_the_summary(tasks: list[Task], synth_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "hydra"
     ov = synth_overrides(synth_dir, out) + ["policy.name=uniform"]
-    summary = run_from_config(compose(ov), overrides=ov)
+    summary = run_from_config(compose_conf("eval", ov), overrides=ov)
     assert summary["n"] == 6 and summary["run"]["ran"] == 6 and summary["run"]["max_turns"] == 16
     for name in ("results.jsonl", "trajectories.jsonl", "summary.json", "summary.csv", "run.json"):
         assert (out / name).exists(), name
     assert len(load_rows(out / "results.jsonl")) == 6
-    again = run_from_config(compose(ov), overrides=ov)
+    again = run_from_config(compose_conf("eval", ov), overrides=ov)
     assert again["run"]["ran"] == 0 and again["n"] == 6
     # the passive baseline matched to that run's frames
     ov2 = synth_overrides(synth_dir, tmp_path / "hydra-passive") + [
         "policy.name=oracle", "mode=passive", f"passive.match_run={out}",
     ]  # fmt: skip
-    p = run_from_config(compose(ov2), overrides=ov2)
+    p = run_from_config(compose_conf("eval", ov2), overrides=ov2)
     assert p["run"]["passive_num_frames"] == 8 and p["frames_used"]["mean"] == 8
 
 
@@ -389,7 +371,7 @@ def test_circular_eval_scores_a_question_only_when_every_rotation_is_right(
         out = tmp_path / name
         ov = [*synth_overrides(synth_dir, out), f"policy.name={name}", "circular=true", "limit=null",
               "benchmark.task_types=[mcq]"]  # fmt: skip
-        summary = run_from_config(compose(ov), overrides=ov)
+        summary = run_from_config(compose_conf("eval", ov), overrides=ov)
         assert summary["n"] == sum(len(t.choices or []) for t in mcq)  # every rotation is a row
         runs[name] = out
     plain, _ = load_run(str(runs["uniform"]))
@@ -408,11 +390,11 @@ def test_circular_eval_scores_a_question_only_when_every_rotation_is_right(
 def test_frozen_presets_refuse_overrides(synth_dir: Path, tmp_path: Path) -> None:
     ov = [f"out_dir={tmp_path}", "benchmark.max_turns=4"]
     with pytest.raises(FrozenPresetError, match=r"benchmark\.max_turns=4"):
-        run_from_config(compose(ov), overrides=ov)
+        run_from_config(compose_conf("eval", ov), overrides=ov)
     with pytest.raises(FrozenPresetError, match="decoding temperature"):
-        check_decoding(compose(["+policy.kwargs.temperature=0.7"]))
-    check_decoding(compose(["+policy.kwargs.temperature=0.0"]))
-    check_decoding(compose(["+policy.kwargs.temperature=0.7", "unfreeze=true"]))
+        check_decoding(compose_conf("eval", ["+policy.kwargs.temperature=0.7"]))
+    check_decoding(compose_conf("eval", ["+policy.kwargs.temperature=0.0"]))
+    check_decoding(compose_conf("eval", ["+policy.kwargs.temperature=0.7", "unfreeze=true"]))
 
 
 def test_the_overrides_media_refusals_suggest_run_under_a_frozen_preset(tmp_path: Path) -> None:
@@ -455,10 +437,10 @@ def test_overlap_guard_in_the_runner(synth_dir: Path, tmp_path: Path, capsys: py
     train = synth_dir / "tasks.jsonl"  # the eval set itself: every media file overlaps
     ov = synth_overrides(synth_dir, tmp_path / "o") + [f"overlap_guard.train_set={train}"]
     with pytest.raises(OverlapError, match="shared media"):
-        run_from_config(compose(ov), overrides=ov)
+        run_from_config(compose_conf("eval", ov), overrides=ov)
     assert not (tmp_path / "o" / "results.jsonl").exists()
     ov.append("overlap_guard.allow_overlap=true")
-    summary = run_from_config(compose(ov), overrides=ov)
+    summary = run_from_config(compose_conf("eval", ov), overrides=ov)
     assert summary["n"] == 6
     assert "continuing despite the overlap" in capsys.readouterr().out
 
@@ -494,16 +476,18 @@ def test_eval_config_is_validated_from_the_hydra_config(synth_dir: Path, tmp_pat
         "seed=5",
         "max_consecutive_policy_errors=0",
     ]
-    cfg = compose(ov)
+    cfg = compose_conf("eval", ov)
     ecfg = eval_config_from(cfg)
     assert (ecfg.workers, ecfg.seed, ecfg.max_consecutive_policy_errors, ecfg.progress) == (3, 5, 0, False)
     assert ecfg.threads == 1
     preset = OmegaConf.to_container(cfg.benchmark.limits, resolve=True)
     assert ecfg.env_limits() == EnvLimits(**preset, decode_threads=1)  # the run's decoder threads
-    assert eval_config_from(compose([*ov, "decode_threads=0"])).env_limits().decode_threads == 0
-    assert ecfg.fingerprint() == eval_config_from(compose([*ov, "decode_threads=0"])).fingerprint()
+    assert eval_config_from(compose_conf("eval", [*ov, "decode_threads=0"])).env_limits().decode_threads == 0
+    assert (
+        ecfg.fingerprint() == eval_config_from(compose_conf("eval", [*ov, "decode_threads=0"])).fingerprint()
+    )
     with pytest.raises(ValidationError, match="decode_threads is a run setting"):
-        eval_config_from(compose([*ov, "unfreeze=true", "+benchmark.limits.decode_threads=2"]))
+        eval_config_from(compose_conf("eval", [*ov, "unfreeze=true", "+benchmark.limits.decode_threads=2"]))
     assert ecfg.temperature == cfg.benchmark.temperature and ecfg.max_turns == cfg.benchmark.max_turns
     with open_dict(cfg):  # a key the config lacks takes the model's one default, not a second copy
         del cfg["workers"]

@@ -4,27 +4,16 @@ through the real eval harness and the OpenAI backend."""
 
 from __future__ import annotations
 
-import importlib.util
 from functools import partial
 from pathlib import Path
 
+from testkit import load_script
+
 from omniagent.backends.openai_backend import OpenAIPolicy
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_bench():  # noqa: ANN201 - a script module
-    spec = importlib.util.spec_from_file_location(
-        "eval_throughput", ROOT / "scripts" / "bench" / "eval_throughput.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_server_and_instant_policy_play_the_same_workload(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_script("scripts/bench/eval_throughput.py")
     tasks = bench.make_tasks(tmp_path, 4, 160, 90, 5, 20.0)
     assert len({t.id for t in tasks}) == 4 and len({t.media for t in tasks}) == 1
     instant = bench.one_run(tasks, 2, tmp_path / "instant", partial(bench.InstantPolicy, 20.0), "instant")

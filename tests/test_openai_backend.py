@@ -402,12 +402,18 @@ def test_constrained_sends_the_envs_turn_schema_and_answer_only_on_the_last_turn
 
 
 def test_agent_and_judge_take_the_key_by_one_rule(monkeypatch) -> None:
-    from omniagent.backends.openai_backend import api_key_or_env
+    from omniagent.backends.openai_endpoints import client_for
     from omniagent.eval.judges import OpenAIJudge
 
+    def agent_key(key: str, where: str) -> str:  # the agent's client as the backend makes it ("": no key)
+        return client_for(f"http://127.0.0.1:9/{where}", key).api_key  # clients are kept per URL and key
+
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    assert api_key_or_env(None) == "EMPTY" and api_key_or_env("sk-given") == "sk-given"
+    assert agent_key("", "unset") == "EMPTY" and agent_key("sk-given", "unset") == "sk-given"
+    assert OpenAIJudge("http://127.0.0.1:9/v1", "m").client.api_key == "EMPTY"
+    monkeypatch.setenv("OPENAI_API_KEY", "")  # set but empty: as unset
+    assert OpenAIJudge("http://127.0.0.1:9/v1", "m").client.api_key == "EMPTY"
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    assert api_key_or_env(None) == "sk-env" and api_key_or_env("sk-given") == "sk-given"
+    assert agent_key("", "set") == "sk-env" and agent_key("sk-given", "set") == "sk-given"
     assert OpenAIJudge("http://127.0.0.1:9/v1", "m").client.api_key == "sk-env"
     assert OpenAIJudge("http://127.0.0.1:9/v1", "m", api_key="sk-given").client.api_key == "sk-given"

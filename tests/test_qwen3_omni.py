@@ -11,20 +11,19 @@ from typing import Any
 
 import numpy as np
 import pytest
-from testkit import assert_well_formed
+from testkit import assert_well_formed, beep_options, play_every_percept
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from envs.env import OmniVideoEnv  # noqa: E402
-from envs.messages import count_media_parts  # noqa: E402
 from omniagent.backends.convert import build_model_inputs, model_video_kwargs  # noqa: E402
 from omniagent.backends.vllm_backend import build_vllm_request  # noqa: E402
 from omniagent.checkpoint import check_checkpoint, checkpoint_family, missing_files  # noqa: E402
 from omniagent.episode import run_episode  # noqa: E402
 from omniagent.families import get_family  # noqa: E402
-from omniagent.policy import Policy, PolicyConfigError, TurnOutput, make_policy  # noqa: E402
-from omniagent.tiny_model import build_tiny_thinker, load_tiny_thinker, main  # noqa: E402
+from omniagent.policy import PolicyConfigError, make_policy  # noqa: E402
+from omniagent.tiny_model import load_tiny_thinker, main  # noqa: E402
 from omniagent.trajectory import Trajectory  # noqa: E402
 
 FAMILY = get_family("qwen3-omni")
@@ -33,15 +32,8 @@ RNG = np.random.default_rng(7)
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("qwen3") / "tiny"
-    build_tiny_thinker(seed=0, out_dir=out, family="qwen3-omni")
-    return out
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir: Path):
-    return load_tiny_thinker(tiny_dir)
+def tiny(tiny3_dir: Path):
+    return load_tiny_thinker(tiny3_dir)
 
 
 def tone(seconds: float) -> np.ndarray:
@@ -74,19 +66,19 @@ def token_id(processor: Any, token: str) -> int:
 
 
 def test_the_folder_loads_through_every_path_a_checkpoint_takes(
-    tiny, tiny_dir: Path, tmp_path: Path, capsys
+    tiny, tiny3_dir: Path, tmp_path: Path, capsys
 ) -> None:
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor, AutoTokenizer
 
     model, processor = tiny
-    assert missing_files(tiny_dir) == [] and check_checkpoint(tiny_dir) == tiny_dir
-    assert checkpoint_family(tiny_dir) is FAMILY
-    assert json.loads((tiny_dir / "BUILD_OK").read_text())["family"] == "qwen3-omni"
-    assert AutoConfig.from_pretrained(tiny_dir).model_type == "qwen3_omni_moe_thinker"
-    auto = AutoModelForImageTextToText.from_pretrained(tiny_dir)  # how verl's FSDP engine loads a thinker
+    assert missing_files(tiny3_dir) == [] and check_checkpoint(tiny3_dir) == tiny3_dir
+    assert checkpoint_family(tiny3_dir) is FAMILY
+    assert json.loads((tiny3_dir / "BUILD_OK").read_text())["family"] == "qwen3-omni"
+    assert AutoConfig.from_pretrained(tiny3_dir).model_type == "qwen3_omni_moe_thinker"
+    auto = AutoModelForImageTextToText.from_pretrained(tiny3_dir)  # how verl's FSDP engine loads a thinker
     assert type(auto).__name__ == "Qwen3OmniMoeThinkerForConditionalGeneration"
-    assert type(AutoProcessor.from_pretrained(tiny_dir)).__name__ == "Qwen3OmniMoeProcessor"
-    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    assert type(AutoProcessor.from_pretrained(tiny3_dir)).__name__ == "Qwen3OmniMoeProcessor"
+    tok = AutoTokenizer.from_pretrained(tiny3_dir)
     assert tok.chat_template == FAMILY.tiny.chat_template and len(tok) == len(processor.tokenizer)
     assert (
         sum(p.numel() for p in model.parameters()) < 1_000_000 and model.config.text_config.num_experts == 4
@@ -214,9 +206,9 @@ def spy_generate(policy: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
-def test_media_reach_generate(tiny_dir: Path) -> None:
+def test_media_reach_generate(tiny3_dir: Path) -> None:
     policy = make_policy(
-        "transformers", model=str(tiny_dir), device="cpu", max_new_tokens=4, constrained=False
+        "transformers", model=str(tiny3_dir), device="cpu", max_new_tokens=4, constrained=False
     )
     assert policy.family is FAMILY and policy.video_kwargs == {"position_id_per_seconds": 13}
     calls = spy_generate(policy)
@@ -244,38 +236,12 @@ def test_media_reach_generate(tiny_dir: Path) -> None:
     assert out.thinking is None and out.completion_tokens == len(out.token_logprobs) == 4
 
 
-class ForcedActions(Policy):
-    """Run the model on the real context (raw percept included), then play a scripted action."""
-
-    name = "forced"
-
-    def __init__(self, model: Policy, actions: list[dict[str, Any]]) -> None:
-        self.model, self.actions, self.media_parts = model, actions, []
-
-    def reset(self, info: dict[str, Any]) -> None:
-        self.model.reset(info)
-        self.i = 0
-
-    def act(self, messages: list[Any]) -> TurnOutput:
-        self.media_parts.append(count_media_parts(messages))
-        out = self.model.act(messages)
-        action, self.i = self.actions[self.i], self.i + 1
-        return out.model_copy(
-            update={"text": json.dumps({"observation": "x", "thought": "y", "action": action})}
-        )
-
-
 @pytest.fixture(scope="module")
-def constrained_policy(tiny_dir: Path):
-    policy = make_policy("transformers", model="tiny-random-qwen3-omni", tiny_dir=str(tiny_dir), device="cpu",
+def constrained_policy(tiny3_dir: Path):
+    policy = make_policy("transformers", model="tiny-random-qwen3-omni", tiny_dir=str(tiny3_dir), device="cpu",
                          max_new_tokens=320)  # fmt: skip
     yield policy
     policy.close()
-
-
-def options(media: Path, **kw: Any) -> dict[str, Any]:
-    return {"media": str(media), "question": "Which beep is higher?", "task_type": "mcq",
-            "choices": ["first", "second"], "answer": "B", "max_turns": 4, **kw}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -283,16 +249,7 @@ def test_episode_with_frames_audio_and_a_clip_under_constrained_decoding(
     constrained_policy, video_path: Path
 ) -> None:
     calls = spy_generate(constrained_policy)
-    actions = [
-        {"type": "get_frames", "start": 0.0, "end": 10.0, "num": 2},
-        {"type": "get_audio", "start": 2.0, "end": 4.0},
-        {"type": "get_clip", "start": 11.0, "end": 13.0},
-        {"type": "answer", "content": "B"},
-    ]
-    policy = ForcedActions(constrained_policy, actions)
-    env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, policy, options(video_path))
-    env.close()
+    traj, policy = play_every_percept(constrained_policy, video_path)
     assert traj.stop_reason == "answered" and [t.error for t in traj.turns] == [None] * 4
     assert policy.media_parts == [0, 2, 1, 1]
     assert [k in c for c in calls for k in ("pixel_values",)] == [False, True, False, False]
@@ -307,7 +264,7 @@ def test_every_constrained_turn_of_the_random_model_is_well_formed(
     constrained_policy, video_path: Path
 ) -> None:
     env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, constrained_policy, options(video_path, max_turns=3))
+    traj = run_episode(env, constrained_policy, beep_options(video_path, max_turns=3))
     env.close()
     assert traj.stop_reason == "answered" and all(rec.thinking is None for rec in traj.turns)
     assert_well_formed(traj)
@@ -315,14 +272,14 @@ def test_every_constrained_turn_of_the_random_model_is_well_formed(
 
 @pytest.mark.slow
 def test_thinking_variant_keeps_its_reasoning_out_of_the_parse(
-    tiny_dir: Path, video_path: Path, tmp_path: Path
+    tiny3_dir: Path, video_path: Path, tmp_path: Path
 ) -> None:
     # max_text_chars: a folder given by path gets no tiny-model default
-    policy = make_policy("transformers", model=str(tiny_dir), device="cpu", max_new_tokens=320, thinking=True,
+    policy = make_policy("transformers", model=str(tiny3_dir), device="cpu", max_new_tokens=320, thinking=True,
                          max_thinking_chars=24, max_text_chars=64)  # fmt: skip
     assert policy.thinking is FAMILY.thinking
     env = OmniVideoEnv(limits={"max_side": 64})
-    traj = run_episode(env, policy, options(video_path, max_turns=2))
+    traj = run_episode(env, policy, beep_options(video_path, max_turns=2))
     env.close()
     assert traj.stop_reason == "answered"
     for rec in traj.turns:
@@ -335,7 +292,7 @@ def test_thinking_variant_keeps_its_reasoning_out_of_the_parse(
 
 
 def test_a_full_checkpoint_loads_its_thinker_with_the_talker_disabled(
-    tiny, tiny_dir: Path, tmp_path: Path
+    tiny, tiny3_dir: Path, tmp_path: Path
 ) -> None:
     from transformers import Qwen3OmniMoeConfig, Qwen3OmniMoeForConditionalGeneration
 
@@ -359,15 +316,15 @@ def test_a_full_checkpoint_loads_its_thinker_with_the_talker_disabled(
     )
     assert type(by_full.model).__name__ == "Qwen3OmniMoeThinkerForConditionalGeneration"
     by_thinker = make_policy(
-        "transformers", model=str(tiny_dir), device="cpu", max_new_tokens=5, constrained=False
+        "transformers", model=str(tiny3_dir), device="cpu", max_new_tokens=5, constrained=False
     )
     a, b = by_full.act(messages), by_thinker.act(messages)
     assert a.text == b.text and a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-5)
 
 
-def test_a_captioner_is_refused_as_an_agent(tiny_dir: Path, tmp_path: Path) -> None:
+def test_a_captioner_is_refused_as_an_agent(tiny3_dir: Path, tmp_path: Path) -> None:
     captioner = tmp_path / "Qwen3-Omni-30B-A3B-Captioner"
-    shutil.copytree(tiny_dir, captioner)
+    shutil.copytree(tiny3_dir, captioner)
     with pytest.raises(PolicyConfigError, match="captioner variant: audio in, a caption out"):
         make_policy("transformers", model=str(captioner), device="cpu")
     with pytest.raises(PolicyConfigError, match="Qwen2.5-Omni has no thinking variant"):
@@ -400,7 +357,7 @@ def test_vllm_request_for_a_qwen3_thinker(tiny) -> None:
     }  # fmt: skip
 
 
-def test_vllm_policy_splits_a_thinking_turn(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vllm_policy_splits_a_thinking_turn(tiny3_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
     import types
 
@@ -418,7 +375,7 @@ def test_vllm_policy_splits_a_thinking_turn(tiny_dir: Path, monkeypatch: pytest.
 
     mod.LLM = LLM  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "vllm", mod)
-    thinking = make_policy("vllm", model=str(tiny_dir), thinking=True).act([user(text("hi"))])
+    thinking = make_policy("vllm", model=str(tiny3_dir), thinking=True).act([user(text("hi"))])
     assert (thinking.thinking, thinking.text) == ("the beep at 12 s is higher", '{"observation": "none"}')
-    plain = make_policy("vllm", model=str(tiny_dir)).act([user(text("hi"))])  # an instruct name: untouched
+    plain = make_policy("vllm", model=str(tiny3_dir)).act([user(text("hi"))])  # an instruct name: untouched
     assert (plain.thinking, plain.text) == (None, reply)

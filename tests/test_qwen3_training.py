@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch
+from testkit import sft_dataset
 
 from omniagent.backends.convert import build_model_inputs, model_video_kwargs
 from omniagent.checkpoint import check_checkpoint, checkpoint_family
@@ -24,23 +25,9 @@ END = "<|im_end|>"
 
 
 @pytest.fixture(scope="module")
-def tiny3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("qwen3") / "thinker"
-    build_tiny_thinker(seed=0, out_dir=out, family="qwen3-omni")
-    return out
-
-
-@pytest.fixture(scope="module")
 def dataset3(parquet: Path, tiny3_dir: Path) -> Any:
     """The shared SFT parquet (conftest: two replayed episodes) read for the tiny Qwen3-Omni thinker."""
-    from transformers import AutoTokenizer
-
-    from rl.sft.dataset import OmniTurnSFTDataset
-
-    tok = AutoTokenizer.from_pretrained(tiny3_dir)
-    return OmniTurnSFTDataset(
-        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
-    )
+    return sft_dataset(parquet, tiny3_dir)
 
 
 # ------------------------------------------------------------------------------------------ data

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import assert_well_formed
+from testkit import assert_well_formed, compose_conf, small_synth_overrides
 
 from envs.jsonl import read_jsonl
 from envs.tasks import Task
@@ -77,20 +77,15 @@ def test_no_constrained_opts_out_and_scripted_backends_ignore_it(video_path: Pat
 def test_eval_runs_a_qwen3_omni_folder(
     tasks: list[Task], synth_dir: Path, qwen3_dir: Path, tmp_path: Path
 ) -> None:
-    from hydra import compose, initialize_config_dir
-
     from omniagent.eval.pipeline import run_from_config
 
     out = tmp_path / "eval"
     overrides = [
-        f"out_dir={out}", f"benchmark.dataset_kwargs.out_dir={synth_dir}", "benchmark.dataset_kwargs.n_videos=1",
-        "benchmark.dataset_kwargs.durations=[20]", "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
-        "unfreeze=true", "progress=false", "limit=2", "workers=1", "summary.n_boot=10", "benchmark.task_types=[mcq]",
+        *small_synth_overrides(synth_dir, out), "limit=2", "workers=1", "summary.n_boot=10", "benchmark.task_types=[mcq]",
         "benchmark.max_turns=2", "policy.name=transformers", f"+policy.kwargs.model={qwen3_dir}",
         "+policy.kwargs.max_text_chars=64", "+policy.kwargs.device=cpu",
     ]  # fmt: skip
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="eval", overrides=overrides)
+    cfg = compose_conf("eval", overrides)
     summary: dict[str, Any] = run_from_config(cfg, overrides=overrides)
     assert summary["run"]["ran"] == 2
     trajs = [Trajectory.model_validate(t) for t in read_jsonl(out / "trajectories.jsonl")]

@@ -21,7 +21,7 @@ from rl.sft import export as sft_export
 def live_contexts(traj: Trajectory) -> list[list[dict[str, Any]]]:
     """The observation a live environment shows before each turn, stepping the same texts."""
     env = OmniVideoEnv(limits=LIMITS)
-    obs, _ = env.reset(options=sft_export.replay_options(traj))
+    obs, _ = env.reset(options=traj.env_options())
     out = []
     for t in traj.turns:
         out.append(obs)
@@ -238,8 +238,9 @@ def test_sft_configs(compose_sft: Any, tmp_path: Path) -> None:
     assert f"--nproc_per_node={cfg.trainer.n_gpus_per_node}" in cmd
     assert cmd[-4:] == ["-m", "rl.train_sft", "--verl-worker", str(tmp_path / "verl_sft.yaml")]
     assert launch(OmegaConf.merge(cfg, {"omni_sft": {"mode": "print"}})) == cmd  # nothing runs
-    with pytest.raises(SystemExit, match="set these paths first"):
+    with pytest.raises(SystemExit, match="set these paths first") as refused:
         launch(cfg)
+    assert "python -m rl.sft.export --kept" in str(refused.value)  # says how to make the parquet
     tiny = compose_sft(["+exp=tiny"])
     assert tiny.omni_sft.mode == "local" and tiny.omni_sft.tiny.build and tiny.trainer.n_gpus_per_node == 1
 

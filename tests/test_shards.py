@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import compose_conf, small_synth_overrides
 
 from envs.jsonl import read_jsonl
 from omniagent.eval.batch import RunLock
@@ -22,25 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMING = {"started_at", "finished_at", "wall_seconds", "model_seconds", "env_seconds", "context_tokens"}
 
 
-def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return hydra_compose(config_name="eval", overrides=overrides)
-
-
 def overrides(synth_dir: Path, out: Path, *extra: str) -> list[str]:
     return [
-        f"out_dir={out}", f"benchmark.dataset_kwargs.out_dir={synth_dir}", "benchmark.dataset_kwargs.n_videos=1",
-        "benchmark.dataset_kwargs.durations=[20]", "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
-        "unfreeze=true", "progress=false", "summary.n_boot=200", "policy.name=random", "workers=2", *extra,
-    ]  # fmt: skip
+        *small_synth_overrides(synth_dir, out),
+        "summary.n_boot=200",
+        "policy.name=random",
+        "workers=2",
+        *extra,
+    ]
 
 
 def run(synth_dir: Path, out: Path, *extra: str) -> dict[str, Any]:
     ov = overrides(synth_dir, out, *extra)
-    return run_from_config(compose(ov), overrides=ov)
+    return run_from_config(compose_conf("eval", ov), overrides=ov)
 
 
 def comparable(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -11,11 +11,11 @@ import json
 import shutil
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 import soundfile as sf
 from pydantic import ValidationError
+from testkit import decode_audio, decode_frames, tone_level
 
 from envs import synth
 from envs.synth import (
@@ -43,34 +43,6 @@ VIDEO_CFG = SynthConfig(seed=7, duration=48.0, n_events=8, **SMALL)
 # ---------------------------------------------------------------------------------------------- helpers
 def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-def _decode_video(path: Path, fps: int) -> dict[int, np.ndarray]:
-    frames: dict[int, np.ndarray] = {}
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            index = round(float(frame.pts * frame.time_base) * fps)
-            frames[index] = frame.to_ndarray(format="rgb24")
-    return frames
-
-
-def _decode_audio(path: Path) -> tuple[np.ndarray, int]:
-    chunks = []
-    rate = 0
-    with av.open(str(path)) as container:
-        stream = container.streams.audio[0]
-        rate = stream.rate
-        for frame in container.decode(stream):
-            pcm = frame.to_ndarray()
-            chunks.append(pcm.mean(axis=0) if pcm.ndim == 2 and frame.format.is_planar else pcm.reshape(-1))
-    return np.concatenate(chunks).astype(np.float32), rate
-
-
-def _band_energy(signal: np.ndarray, sr: int, start: float, end: float, freq: float) -> float:
-    seg = signal[int(start * sr) : int(end * sr)]
-    spectrum = np.abs(np.fft.rfft(seg * np.hanning(len(seg)))) / len(seg)
-    freqs = np.fft.rfftfreq(len(seg), 1 / sr)
-    return float(spectrum[np.abs(freqs - freq) <= 15].max())
 
 
 def _rms(signal: np.ndarray, sr: int, start: float, end: float) -> float:
@@ -106,7 +78,7 @@ def video(tmp_path_factory: pytest.TempPathFactory) -> synth.SynthResult:
 
 @pytest.fixture(scope="module")
 def frames(video: synth.SynthResult) -> dict[int, np.ndarray]:
-    return _decode_video(video.media, VIDEO_CFG.fps)
+    return decode_frames(video.media, VIDEO_CFG.fps)
 
 
 @pytest.fixture(scope="module")
@@ -354,19 +326,19 @@ def test_digit_mcq_matches_pixels(video: synth.SynthResult, frames: dict[int, np
 
 def test_mp4_tones_at_stated_times(video: synth.SynthResult) -> None:
     timeline = build_timeline(VIDEO_CFG)
-    signal, sr = _decode_audio(video.media)
+    signal, sr = decode_audio(video.media)
     assert abs(len(signal) / sr - VIDEO_CFG.duration) < 0.2
     tones = timeline.of_kind("tone")
     assert tones
     for ev in tones:
         pad = 0.2 * (ev.end - ev.start)
-        hit = _band_energy(signal, sr, ev.start + pad, ev.end - pad, ev.attrs["freq"])
+        hit = tone_level(signal, sr, ev.start + pad, ev.end - pad, ev.attrs["freq"], band_hz=15)
         q0, q1 = _quiet_window(timeline, ev.end + 1.0, ev.end - ev.start - 2 * pad)
-        miss = _band_energy(signal, sr, q0, q1, ev.attrs["freq"])
+        miss = tone_level(signal, sr, q0, q1, ev.attrs["freq"], band_hz=15)
         assert hit > 10 * miss, (ev, hit, miss)
     beep_task = next(t for t in video.tasks if t.extra["template"] == "beep_pitch_num")
     (s, e) = beep_task.evidence[0]
-    assert _band_energy(signal, sr, s + 0.05, e - 0.05, beep_task.answer) > 0.05
+    assert tone_level(signal, sr, s + 0.05, e - 0.05, beep_task.answer, band_hz=15) > 0.05
 
 
 def test_audio_only_mode(audio_only: synth.SynthResult) -> None:
@@ -379,9 +351,9 @@ def test_audio_only_mode(audio_only: synth.SynthResult) -> None:
     assert {"mcq", "tr", "num"} <= {t.task_type for t in audio_only.tasks}
     timeline = build_timeline(cfg)
     for ev in timeline.of_kind("tone"):
-        hit = _band_energy(signal, sr, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"])
+        hit = tone_level(signal, sr, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"], band_hz=15)
         q0, q1 = _quiet_window(timeline, ev.end + 1.0, ev.end - ev.start - 0.1)
-        assert hit > 10 * _band_energy(signal, sr, q0, q1, ev.attrs["freq"])
+        assert hit > 10 * tone_level(signal, sr, q0, q1, ev.attrs["freq"], band_hz=15)
     for ev in timeline.of_kind("static"):
         q0, q1 = _quiet_window(timeline, ev.end + 1.0)
         assert _rms(signal, sr, ev.start, ev.end) > 5 * _rms(signal, sr, q0, q1)
@@ -442,10 +414,10 @@ def test_generate_benchmark_cache_and_cli(tmp_path: Path) -> None:
 def test_pyav_encoder_fallback(tmp_path: Path) -> None:
     cfg = SynthConfig(seed=2, duration=12.0, n_events=3, encoder="pyav", **SMALL)
     result = synthesize(cfg, tmp_path / "p.mp4")
-    frames = _decode_video(result.media, cfg.fps)
+    frames = decode_frames(result.media, cfg.fps)
     assert sorted(frames) == list(range(cfg.n_frames))
     assert all(decode_frame_index(f) == i for i, f in frames.items())
-    signal, sr = _decode_audio(result.media)
+    signal, sr = decode_audio(result.media)
     assert abs(len(signal) / sr - cfg.duration) < 0.2
 
 
@@ -456,10 +428,10 @@ def test_compressed_audio_formats(tmp_path: Path, fmt: str) -> None:
     )
     result = synthesize(cfg, tmp_path / f"a.{fmt}")
     assert result.media.suffix == f".{fmt}"
-    signal, sr = _decode_audio(result.media)
+    signal, sr = decode_audio(result.media)
     assert sr == cfg.sample_rate and abs(len(signal) / sr - cfg.duration) < 0.1
     timeline = build_timeline(cfg)
     for ev in timeline.of_kind("tone"):
-        hit = _band_energy(signal, sr, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"])
+        hit = tone_level(signal, sr, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"], band_hz=15)
         q0, q1 = _quiet_window(timeline, ev.end + 1.0, ev.end - ev.start - 0.1)
-        assert hit > 10 * _band_energy(signal, sr, q0, q1, ev.attrs["freq"])
+        assert hit > 10 * tone_level(signal, sr, q0, q1, ev.attrs["freq"], band_hz=15)

@@ -14,10 +14,10 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import av
 import numpy as np
 import pytest
 from pydantic import ValidationError
+from testkit import decode_audio, decode_frames, tone_level
 
 import envs.synth.generate as generate_module
 from envs import synth
@@ -218,32 +218,11 @@ def test_no_constant_answer_beats_a_quarter() -> None:
 
 
 # -------------------------------------------------------------------------------------------------- media
-def _decode(path: Path, fps: int) -> tuple[dict[int, np.ndarray], np.ndarray, int]:
-    frames: dict[int, np.ndarray] = {}
-    chunks, rate = [], 0
-    with av.open(str(path)) as container:
-        for frame in container.decode(video=0):
-            frames[round(float(frame.pts * frame.time_base) * fps)] = frame.to_ndarray(format="rgb24")
-    with av.open(str(path)) as container:
-        stream = container.streams.audio[0]
-        rate = stream.rate
-        for frame in container.decode(stream):
-            pcm = frame.to_ndarray()
-            chunks.append(pcm.mean(axis=0) if pcm.ndim == 2 and frame.format.is_planar else pcm.reshape(-1))
-    return frames, np.concatenate(chunks).astype(np.float32), rate
-
-
-def _tone_level(signal: np.ndarray, sr: int, start: float, end: float, freq: float) -> float:
-    seg = signal[int(start * sr) : int(end * sr)]
-    spectrum = np.abs(np.fft.rfft(seg * np.hanning(len(seg)))) / len(seg)
-    return float(spectrum[np.abs(np.fft.rfftfreq(len(seg), 1 / sr) - freq) <= 20].max())
-
-
 @pytest.fixture(scope="module")
 def search_video(tmp_path_factory: pytest.TempPathFactory) -> tuple[synth.SynthResult, dict, np.ndarray, int]:
     cfg = SynthConfig(seed=5, duration=40.0, level="search")
     result = synthesize(cfg, tmp_path_factory.mktemp("search") / "s.mp4", id_prefix="s")
-    return (result, *_decode(result.media, cfg.fps))
+    return (result, decode_frames(result.media, cfg.fps), *decode_audio(result.media))
 
 
 def test_search_media_show_fields_and_digits(search_video: tuple) -> None:
@@ -267,13 +246,15 @@ def test_search_media_tones_at_stated_times(search_video: tuple) -> None:
     result, _, audio, rate = search_video
     timeline = build_timeline(SynthConfig(seed=5, duration=40.0, level="search"))
     for ev in timeline.of_kind("tone"):
-        level = _tone_level(audio, rate, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"])
+        level = tone_level(audio, rate, ev.start + 0.05, ev.end - 0.05, ev.attrs["freq"], band_hz=20)
         assert level > 0.05, ev  # a 0.35 amplitude tone (the AAC round trip keeps most of it)
-        silent = _tone_level(audio, rate, ev.end + 0.6, ev.end + 1.0, ev.attrs["freq"])
+        silent = tone_level(audio, rate, ev.end + 0.6, ev.end + 1.0, ev.attrs["freq"], band_hz=20)
         assert silent < 0.1 * level, ev
         for other in SEARCH_PITCHES:
             if other != ev.attrs["freq"]:
-                assert _tone_level(audio, rate, ev.start + 0.05, ev.end - 0.05, other) < 0.1 * level
+                assert (
+                    tone_level(audio, rate, ev.start + 0.05, ev.end - 0.05, other, band_hz=20) < 0.1 * level
+                )
 
 
 def test_search_sidecar_reads_as_a_world(search_video: tuple) -> None:

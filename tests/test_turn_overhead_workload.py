@@ -3,29 +3,18 @@ a malformed turn and an answer, the same turns on every run (played here without
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 from pathlib import Path
+
+from testkit import load_script
 
 from envs.env import OmniVideoEnv
 from omniagent.backends.scripted import ReplayPolicy
 from omniagent.episode import run_episode
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def load_bench():  # noqa: ANN201 - a script module
-    spec = importlib.util.spec_from_file_location(
-        "turn_overhead", ROOT / "scripts" / "bench" / "turn_overhead.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_workload_serves_every_action_type(tmp_path: Path) -> None:
-    bench = load_bench()
+    bench = load_script("scripts/bench/turn_overhead.py")
     (task,) = bench.make_media(tmp_path, 1, 20.0, seed=0)
     assert task.task_type == "mcq"
     texts = bench.workload_texts(20.0)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import compose_conf, small_synth_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,25 +20,11 @@ def load_script() -> Any:
     return turn_scaling
 
 
-def compose(overrides: list[str]) -> Any:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        return hydra_compose(config_name="turn_scaling", overrides=overrides)
-
-
 @pytest.fixture(scope="module")
 def sweep_result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, list[str], dict[str, Any]]:
     root = tmp_path_factory.mktemp("scaling")
     overrides = [
-        f"out_dir={root / 'sweep'}",
-        f"benchmark.dataset_kwargs.out_dir={root / 'synth'}",
-        "benchmark.dataset_kwargs.n_videos=1",
-        "benchmark.dataset_kwargs.durations=[20]",
-        "benchmark.dataset_kwargs.config={width: 112, height: 64, fps: 2}",
-        "unfreeze=true",
-        "progress=false",
+        *small_synth_overrides(root / "synth", root / "sweep"),
         "limit=4",
         "workers=1",
         "policy.name=random",
@@ -46,7 +33,7 @@ def sweep_result(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, l
         "summary.n_boot=100",
     ]
     mod = load_script()
-    result = mod.sweep(compose(overrides), overrides=overrides)
+    result = mod.sweep(compose_conf("turn_scaling", overrides), overrides=overrides)
     return mod, root / "sweep", overrides, result
 
 
@@ -75,7 +62,7 @@ def test_sweep_writes_cells_csv_and_plots(sweep_result: Any) -> None:
 def test_sweep_resumes_finished_cells(sweep_result: Any) -> None:
     mod, out, overrides, _ = sweep_result
     before = {p: p.read_text() for p in out.glob("K*/results.jsonl")}
-    result = mod.sweep(compose(overrides), overrides=overrides)
+    result = mod.sweep(compose_conf("turn_scaling", overrides), overrides=overrides)
     assert {p: p.read_text() for p in out.glob("K*/results.jsonl")} == before  # nothing rerun or duplicated
     assert len(result["rows"]) == 9
     for cell in out.glob("K*"):

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from envs.messages import count_media_parts
+from omniagent.policy_base import Policy, TurnOutput
+
 # Small synthetic videos (envs.synth's generator config): fast to make and to decode in a test.
 SMALL_SYNTH: dict[str, Any] = {"width": 112, "height": 64, "fps": 2}
 
@@ -131,3 +134,131 @@ def assert_well_formed(traj: Any) -> None:
         assert not (rec.error or "").startswith(SCHEMA_RULES_OUT), (rec.error, rec.error_message)
         assert rec.action_type is not None
     assert traj.turns[-1].action_type == "answer"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str) -> Any:
+    """A script of the repository (``scripts/bench/...``) imported as a module, without running its main."""
+    import importlib.util
+
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compose_conf(config_name: str, overrides: list[str]) -> Any:
+    """``conf/<config_name>.yaml`` composed by hydra with ``overrides``, as the command line composes it."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose(config_name=config_name, overrides=overrides)
+
+
+def small_synth_overrides(synth_dir: Path, out: Path) -> list[str]:
+    """Eval overrides for a quick run: one 20 s synthetic video of :data:`SMALL_SYNTH` made in ``synth_dir``,
+    results in ``out``, unfrozen, without a progress bar (each test adds its own)."""
+    size = ", ".join(f"{k}: {v}" for k, v in SMALL_SYNTH.items())
+    return [
+        f"out_dir={out}", f"benchmark.dataset_kwargs.out_dir={synth_dir}", "benchmark.dataset_kwargs.n_videos=1",
+        "benchmark.dataset_kwargs.durations=[20]", f"benchmark.dataset_kwargs.config={{{size}}}",
+        "unfreeze=true", "progress=false",
+    ]  # fmt: skip
+
+
+class ForcedActions(Policy):
+    """Runs ``model`` on the real context (raw percept included), then plays the next scripted action of
+    ``actions`` with the model's token counts; ``media_parts``: how many media parts each turn saw."""
+
+    name = "forced"
+
+    def __init__(self, model: Policy, actions: list[dict[str, Any]]) -> None:
+        self.model, self.actions, self.media_parts = model, actions, []
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.model.reset(info)
+        self.i = 0
+
+    def act(self, messages: list[Any]) -> TurnOutput:
+        self.media_parts.append(count_media_parts(messages))
+        out = self.model.act(messages)
+        action, self.i = self.actions[self.i], self.i + 1
+        return out.model_copy(update={"text": turn_text("x", "y", action)})
+
+
+def decode_frames(path: Path, fps: float) -> dict[int, np.ndarray]:
+    """Every decoded RGB frame of ``path`` by its frame index at ``fps``."""
+    import av
+
+    frames: dict[int, np.ndarray] = {}
+    with av.open(str(path)) as container:
+        for frame in container.decode(video=0):
+            frames[round(float(frame.pts * frame.time_base) * fps)] = frame.to_ndarray(format="rgb24")
+    return frames
+
+
+def decode_audio(path: Path) -> tuple[np.ndarray, int]:
+    """The first audio stream of ``path`` as mono float32 samples, and its rate."""
+    import av
+
+    chunks = []
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        rate = stream.rate
+        for frame in container.decode(stream):
+            pcm = frame.to_ndarray()
+            chunks.append(pcm.mean(axis=0) if pcm.ndim == 2 and frame.format.is_planar else pcm.reshape(-1))
+    return np.concatenate(chunks).astype(np.float32), rate
+
+
+def tone_level(signal: np.ndarray, sr: int, start: float, end: float, freq: float, band_hz: float) -> float:
+    """The strongest spectral line within ``band_hz`` of ``freq`` in ``signal[start:end]`` (seconds), Hann window."""
+    seg = signal[int(start * sr) : int(end * sr)]
+    spectrum = np.abs(np.fft.rfft(seg * np.hanning(len(seg)))) / len(seg)
+    return float(spectrum[np.abs(np.fft.rfftfreq(len(seg), 1 / sr) - freq) <= band_hz].max())
+
+
+def sft_dataset(parquet: Path, model_dir: Path) -> Any:
+    """:class:`rl.sft.dataset.OmniTurnSFTDataset` over ``parquet`` with the tokenizer of ``model_dir``."""
+    from transformers import AutoTokenizer
+
+    from rl.sft.dataset import OmniTurnSFTDataset
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    return OmniTurnSFTDataset(
+        str(parquet), tok, {"max_length": 8192, "pad_mode": "no_padding"}, processor=None
+    )
+
+
+def beep_options(media: Path, max_turns: int) -> dict[str, Any]:
+    """Reset options of a two-choice question about the shared test video (the right answer is B)."""
+    return {"media": str(media), "question": "Which beep is higher?", "task_type": "mcq",
+            "choices": ["first", "second"], "answer": "B", "max_turns": max_turns}  # fmt: skip
+
+
+# One look of each kind at the shared test video, then the answer (what a model episode test forces).
+EVERY_PERCEPT = [
+    {"type": "get_frames", "start": 0.0, "end": 10.0, "num": 2},
+    {"type": "get_audio", "start": 2.0, "end": 4.0},
+    {"type": "get_clip", "start": 11.0, "end": 13.0},
+    {"type": "answer", "content": "B"},
+]
+
+
+def play_every_percept(model: Policy, media: Path) -> tuple[Any, ForcedActions]:
+    """``model`` run on the real context of each turn of :data:`EVERY_PERCEPT` (64-pixel frames):
+    the trajectory, and the :class:`ForcedActions` policy that played it."""
+    from envs.env import OmniVideoEnv
+    from omniagent.episode import run_episode
+
+    policy = ForcedActions(model, EVERY_PERCEPT)
+    env = OmniVideoEnv(limits={"max_side": 64})
+    try:
+        traj = run_episode(env, policy, beep_options(media, len(EVERY_PERCEPT)))
+    finally:
+        env.close()
+    return traj, policy

@@ -61,7 +61,6 @@ from omniagent.backends.openai_endpoints import (
 )
 from omniagent.backends.openai_errors import connection_cut, request_url, root_cause, server_message
 from omniagent.backends.openai_messages import ClipAs, ClipAudio, to_openai_messages
-from omniagent.eval.judges import api_key_or_env as api_key_or_env  # one rule for the agent and the judge
 from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"

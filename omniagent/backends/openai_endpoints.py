@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from omniagent.openai_client import make_client
+
 __all__ = [
     "Endpoint",
     "EndpointPool",
@@ -93,7 +95,7 @@ def client_for(base_url: str, api_key: str) -> Any:
         if client is None:
             from openai import AsyncOpenAI
 
-            client = AsyncOpenAI(base_url=base_url, api_key=api_key or "EMPTY", max_retries=0)
+            client = make_client(AsyncOpenAI, api_key, base_url=base_url, max_retries=0)
             _CLIENTS[key] = client
     return client
 

@@ -6,9 +6,10 @@ because the judge was down."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
+
+from omniagent.openai_client import make_client
 
 
 class JudgeError(RuntimeError):
@@ -39,12 +40,6 @@ Candidate answer: {prediction}
 Is the candidate answer correct (same meaning as the reference)? Reply with one word: yes or no."""
 
 
-def api_key_or_env(key: str | None) -> str:
-    """The key given, else ``$OPENAI_API_KEY`` (the openai library's own variable), else ``EMPTY``
-    (what local vLLM and ``transformers serve`` accept): one rule for the agent and the judge."""
-    return key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-
-
 class OpenAIJudge:
     """An LLM judge behind an OpenAI-compatible endpoint; any failure raises :class:`JudgeError`."""
 
@@ -61,11 +56,8 @@ class OpenAIJudge:
         import openai
 
         self.base_url, self.model = base_url, model
-        self.client = openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key_or_env(api_key),
-            timeout=timeout,
-            max_retries=max_retries,
+        self.client = make_client(
+            openai.OpenAI, api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
 
     def check(self) -> None:

@@ -20,6 +20,8 @@ from omniagent.families.spec import (
     ProcessorArgs,
     TinyModel,
     Variant,
+    tiny_special_tokens,
+    tiny_thinker_tokens,
 )
 from omniagent.families.templates import qwen_omni_template
 
@@ -58,19 +60,7 @@ def tiny_thinker_config(ids: Mapping[str, int], vocab_size: int) -> dict[str, An
             rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
             pad_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
         ),
-        audio_token_index=ids[TOKENS.audio],
-        image_token_index=ids[TOKENS.image],
-        video_token_index=ids[TOKENS.video],
-        audio_start_token_id=ids[TOKENS.audio_start],
-        audio_end_token_id=ids[TOKENS.audio_end],
-        vision_start_token_id=ids[TOKENS.vision_start],  # read by get_rope_index, not declared
-        vision_end_token_id=ids[TOKENS.vision_end],
-        user_token_id=ids["user"],
-        pad_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        # Wider than the usual 0.02 so next-token distributions are peaked rather than uniform: greedy
-        # decoding has clear winners and entropies vary from step to step.
-        initializer_range=0.2,
+        **tiny_thinker_tokens(TOKENS, ids, "_token_index"),
     )  # fmt: skip
 
 
@@ -107,18 +97,8 @@ FAMILY = ModelFamily(
     ),
     tiny=TinyModel(
         chat_template=qwen_omni_template(TOKENS, DEFAULT_SYSTEM),
-        special_tokens=(
-            "<|endoftext|>",
-            "<|im_start|>",
-            "<|im_end|>",
-            TOKENS.audio,
-            TOKENS.audio_start,
-            TOKENS.audio_end,
-            TOKENS.vision_start,
-            TOKENS.vision_end,
-            "<|vision_pad|>",
-            TOKENS.image,
-            TOKENS.video,
+        special_tokens=tiny_special_tokens(
+            TOKENS, audio=(TOKENS.audio, TOKENS.audio_start, TOKENS.audio_end)
         ),
         added_tokens=(),
         thinker_config=tiny_thinker_config,

@@ -25,6 +25,8 @@ from omniagent.families.spec import (
     Thinking,
     TinyModel,
     Variant,
+    tiny_special_tokens,
+    tiny_thinker_tokens,
 )
 from omniagent.families.templates import qwen_omni_template
 
@@ -69,17 +71,7 @@ def tiny_thinker_config(ids: Mapping[str, int], vocab_size: int) -> dict[str, An
             pad_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"],
         ),
         position_id_per_seconds=POSITIONS_PER_SECOND,
-        audio_token_id=ids[TOKENS.audio],
-        image_token_id=ids[TOKENS.image],
-        video_token_id=ids[TOKENS.video],
-        audio_start_token_id=ids[TOKENS.audio_start],
-        audio_end_token_id=ids[TOKENS.audio_end],  # read by vLLM's thinker, not declared
-        vision_start_token_id=ids[TOKENS.vision_start],  # read by get_rope_index, not declared
-        vision_end_token_id=ids[TOKENS.vision_end],
-        user_token_id=ids["user"],
-        pad_token_id=ids["<|endoftext|>"],
-        eos_token_id=ids["<|im_end|>"],
-        initializer_range=0.2,  # peaked next-token distributions (see the Qwen2.5-Omni tiny model)
+        **tiny_thinker_tokens(TOKENS, ids, "_token_id"),
     )  # fmt: skip
 
 
@@ -149,18 +141,8 @@ FAMILY = ModelFamily(
     ),
     tiny=TinyModel(
         chat_template=qwen_omni_template(TOKENS, None),
-        special_tokens=(
-            "<|endoftext|>",
-            "<|im_start|>",
-            "<|im_end|>",
-            TOKENS.audio_start,
-            TOKENS.audio_end,
-            TOKENS.audio,
-            TOKENS.vision_start,
-            TOKENS.vision_end,
-            "<|vision_pad|>",
-            TOKENS.image,
-            TOKENS.video,
+        special_tokens=tiny_special_tokens(
+            TOKENS, audio=(TOKENS.audio_start, TOKENS.audio_end, TOKENS.audio)
         ),
         added_tokens=("<think>", "</think>"),
         thinker_config=tiny_thinker_config,

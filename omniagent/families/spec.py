@@ -181,6 +181,35 @@ class TinyModel:
     aliases: tuple[str, ...]  # ``--model`` names that build it
 
 
+CHAT_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # every Qwen chat tokenizer's first specials
+
+
+def tiny_special_tokens(tokens: MediaTokens, audio: tuple[str, str, str]) -> tuple[str, ...]:
+    """A tiny tokenizer's special tokens in id order: the chat markers, the family's three audio tokens in
+    its own order (``audio``), then the vision tokens."""
+    vision = (tokens.vision_start, tokens.vision_end, "<|vision_pad|>", tokens.image, tokens.video)
+    return (*CHAT_SPECIALS, *audio, *vision)
+
+
+def tiny_thinker_tokens(tokens: MediaTokens, ids: Mapping[str, int], placeholder_key: str) -> dict[str, Any]:
+    """The token ids every family's tiny thinker config takes, and its weight scale. The three placeholders
+    are named ``{image,video,audio}{placeholder_key}`` (``_token_index`` or ``_token_id``, as the family's
+    config class spells them)."""
+    return {
+        **{f"{kind}{placeholder_key}": ids[getattr(tokens, kind)] for kind in ("audio", "image", "video")},
+        "audio_start_token_id": ids[tokens.audio_start],
+        "audio_end_token_id": ids[tokens.audio_end],  # read by vLLM's Qwen3 thinker, not declared there
+        "vision_start_token_id": ids[tokens.vision_start],  # read by get_rope_index, not declared
+        "vision_end_token_id": ids[tokens.vision_end],
+        "user_token_id": ids["user"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        # Wider than the usual 0.02 so next-token distributions are peaked rather than uniform: greedy
+        # decoding has clear winners and entropies vary from step to step.
+        "initializer_range": 0.2,
+    }
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """Everything that differs between omni model families (see the module docstring)."""

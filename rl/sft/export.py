@@ -62,17 +62,6 @@ def env_limits_of(traj: Trajectory, override: EnvLimits | dict[str, Any] | None 
     return EnvLimits(**{**(traj.meta.get("env_limits") or {}), **(override or {})})
 
 
-def replay_options(traj: Trajectory) -> dict[str, Any]:
-    return {
-        "media": traj.media,
-        "question": traj.question,
-        "task_type": traj.task_type,
-        "choices": traj.choices,
-        "answer": traj.ground_truth,
-        "max_turns": traj.max_turns,
-    }
-
-
 def replay_contexts(
     traj: Trajectory,
     limits: EnvLimits | dict[str, Any] | None = None,
@@ -82,7 +71,7 @@ def replay_contexts(
     own = env is None
     env = env or OmniVideoEnv(limits=env_limits_of(traj, limits))
     try:
-        obs, _ = env.reset(options=replay_options(traj))
+        obs, _ = env.reset(options=traj.env_options())
         out: list[tuple[list[Message], str]] = []
         for rec in traj.turns:
             out.append((obs, rec.raw_text))
