@@ -21,8 +21,10 @@ whose state they read and extend (its goal, memory, queue, limits, duration and 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import Item
 
 # the teacher (omniagent.backends.teacher.SynthTeacherPolicy), typed loosely: that module imports this one
@@ -38,18 +40,38 @@ def _grid(t: SynthTeacherPolicy, x: float) -> float:
     return round(round(x / t.step) * t.step, 2)
 
 
+def _whole(t: SynthTeacherPolicy, look: dict[str, Any]) -> dict[str, Any]:
+    """With the compact language, a look's span in whole seconds (widened; one frame: its nearest second)."""
+    if not t.compact:
+        return look
+    a, b = float(look["start"]), float(look["end"])
+    if look["type"] == "get_frames" and look.get("num") == 1:
+        a = b = float(min(sec(0.5 * (a + b)), math.floor(t.duration)))
+    else:
+        a, b = float(math.floor(a + 1e-9)), float(min(math.ceil(b - 1e-9), math.floor(t.duration)))
+    return {**look, "start": int(a), "end": int(max(a, b))}
+
+
 def plan(t: SynthTeacherPolicy) -> list[dict[str, Any]]:
-    """The looks planned at reset: audio windows for a pitch, else one look over the whole file."""
+    """The looks planned at reset: audio windows for a pitch, else one look over the whole file. With the compact
+    language the strategy is noisier (window lengths, the first look's frames and margins), so best-of-N samples
+    of one task differ more often."""
     if t.goal.search == "pitch_visual":
         length = t.limits.max_audio_s
+        if t.compact and t.rng.random() < 0.4:
+            length = float(t.rng.choice([24.0, 26.0, 28.0]))
         starts = [0.0]
         while starts[-1] + length < t.duration:
             starts.append(starts[-1] + length - AUDIO_OVERLAP)
         if t.rng.random() < 0.3:  # some episodes listen from the end
             starts.reverse()
-        return [t._audio(s, s + length) for s in starts]
+        return [_whole(t, t._audio(s, s + length)) for s in starts]
     num = t.limits.max_frames if t.rng.random() < 0.8 else max(4, t.limits.max_frames - 2)
-    return [t._frames(0.0, t.duration, num)]
+    if not t.compact:
+        return [t._frames(0.0, t.duration, num)]
+    lo, hi = (float(x) for x in t.rng.integers(0, 4, size=2) * (t.rng.random(2) < 0.5))
+    num = int(t.rng.choice([num, num, max(4, num - 1)]))
+    return [_whole(t, t._frames(lo, t.duration - hi, num))]
 
 
 def _cue_times(t: SynthTeacherPolicy) -> tuple[list[float], list[float]]:
@@ -92,6 +114,8 @@ def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     at the offset in the bin whose frames fall farthest from the frames already seen in the span."""
     lo, hi = _span(t)
     num = t.limits.max_frames
+    if t.compact and t.rng.random() < 0.3:
+        num = max(4, num - int(t.rng.integers(1, 3)))
     width = (hi - lo) / num
     seen = [x for x in t.memory.frames if lo <= x <= hi]
 
@@ -103,8 +127,8 @@ def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     offset = max(OFFSETS, key=lambda o: (novelty(o + jitter), -OFFSETS.index(o))) + jitter
     start, end = _grid(t, lo + offset * width), _grid(t, lo + (num - 1 + offset) * width)
     if end - start < t.step:
-        return t._frames(start, start, 1)
-    return t._frames(max(0.0, start), min(t.duration, end), num)
+        return _whole(t, t._frames(start, start, 1))
+    return _whole(t, t._frames(max(0.0, start), min(t.duration, end), num))
 
 
 def follow_ups(t: SynthTeacherPolicy) -> None:
@@ -115,7 +139,7 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
         beep = _pitch_heard(t)
         if beep is not None and not _frames_during(t, beep) and not _queued(t, "get_frames"):
             mid = _grid(t, 0.5 * (float(beep.start) + float(beep.end)))
-            t.queue = [t._frames(mid, mid, 1)]
+            t.queue = [_whole(t, t._frames(mid, mid, 1))]
         return
     digit = _cue_digit(t)
     if digit:
@@ -123,11 +147,17 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
             part = next((s for s in t.memory.heard("tone") if not s.full and _near(s, digit)), None)
             if part is not None:  # cut at a window's edge: listen again around it
                 t.queue = [
-                    t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
+                    _whole(
+                        t, t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
+                    )
                 ]
             else:  # the beep sounds while the digit is shown, and a digit is shown at most DIGIT_MAX_S
                 run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
-                t.queue = [t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S))]
+                t.queue = [
+                    _whole(
+                        t, t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S))
+                    )
+                ]
         return
     if not t.queue:
         t.queue.append(_span_look(t))
@@ -222,3 +252,38 @@ def _article(word: str | None) -> str:
 def _digit_text(t: SynthTeacherPolicy) -> str:
     digit = _cue_digit(t)
     return next((i.value for i in t.memory.frames[digit[0]] if i.kind == "digit"), "?") if digit else "?"
+
+
+def compact_facts(t: SynthTeacherPolicy) -> str:
+    """What has been observed about the cue and its answer, in the compact language (whole seconds)."""
+    g = t.goal
+    if g.search == "pitch_visual":
+        beep = _pitch_heard(t)
+        if beep is None:
+            return f"no {g.value} Hz"
+        times = _frames_during(t, beep)
+        where = f", {answer_value(t)} at {sec(times[0])}" if times else ""
+        return f"{g.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}{where}"
+    inside, _ = _cue_times(t)
+    if not inside:
+        return f"no {g.value}"
+    lo, hi = _span(t)
+    digit = _cue_digit(t)
+    seen = f", digit {_digit_text(t)} at {sec(digit[0])}" if digit else ""
+    beep = _cue_beep(t) if g.search == "cue_audio" else None
+    heard = (
+        f", {beep.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}" if beep is not None else ""
+    )
+    return f"{g.value} {sec(lo)}-{sec(hi)}{seen}{heard}"
+
+
+def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
+    """A compact Thought: the cue on the first turn, then the facts so far; an answer's ends with its letter
+    (``not found`` before it when the evidence was never observed)."""
+    g = t.goal
+    if action["type"] == "answer":
+        found = "" if evidence_found(t) else ", not found"
+        return f"{compact_facts(t)}{found}: {action['content']}."
+    if t.turn == 1:
+        return f"listen for {g.value} Hz." if g.search == "pitch_visual" else f"look for {g.value}."
+    return f"{compact_facts(t)}."
