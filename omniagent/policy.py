@@ -47,6 +47,9 @@ class TurnOutput(BaseModel):
     """What a policy produced for one turn, with the statistics RL and analysis need."""
 
     text: str
+    token_ids: list[int] | None = Field(
+        default=None, description="the generated token ids as sampled (a local model's; None for other backends)"
+    )
     token_logprobs: list[float] | None = None
     token_entropies: list[float] | None = None
     entropy: float | None = Field(default=None, description="mean token entropy of the turn, in nats")

@@ -280,7 +280,9 @@ class TransformersPolicy(Policy):
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
         extra: dict[str, Any] = {}
-        if self.grammar is not None:  # the processor masks logits; out.logits stay the model's own
+        if self.grammar is not None:
+            # xgrammar's processor masks the scores in place, and generate(output_logits=True) keeps that same
+            # tensor: the recorded token statistics are those of the grammar-masked distribution (at temperature 1)
             extra["logits_processor"] = [self.grammar.next_processor()]
         try:
             with torch.inference_mode():
@@ -297,6 +299,7 @@ class TransformersPolicy(Policy):
         entropy_list = entropies.tolist()
         return TurnOutput(
             text=text,
+            token_ids=[int(i) for i in new_ids.tolist()],
             token_logprobs=logprobs.tolist(),
             token_entropies=entropy_list,
             entropy=float(sum(entropy_list) / len(entropy_list)) if entropy_list else None,
