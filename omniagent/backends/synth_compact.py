@@ -3,7 +3,7 @@
 The full language of :mod:`omniagent.backends.synth_world` spends about 120 tokens on a turn; an agent of a
 million weights, which must write every token of its Observation, learns and samples a short one faster. The
 compact form keeps what a search needs (which colour is where, the digit and the beep, and when) and drops the
-rest: times in whole seconds (rounded half up), no sentence frame, one clause per run of alike frames::
+rest: times in whole seconds (the fraction dropped), no sentence frame, one clause per run of alike frames::
 
     0-17 blue, 26 yellow, 34 yellow 9, 43 green, 51-60 red
     audio 0-30: 2000 Hz at 12, cut beep at 29
@@ -40,8 +40,9 @@ _CUT_KINDS = {"tone": "beep", "speech": "word", "static": "static"}
 
 
 def sec(t: float) -> int:
-    """A time in whole seconds, rounded half up (the compact language's only time format)."""
-    return int(math.floor(float(t) + 0.5 + 1e-9))
+    """A time in whole seconds, its fraction dropped (the compact language's only time format): written from a
+    frame's label ``Frame at 34.80s`` it is a copy of the digits before the point, no arithmetic."""
+    return int(math.floor(float(t) + 1e-6))
 
 
 def _frame_text(items: list[Item]) -> str:

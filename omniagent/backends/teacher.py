@@ -126,6 +126,7 @@ class SynthTeacherPolicy(Policy):
         self.compact = self.compact_language and self.goal.search in SEARCH_GOALS
         self.style = Style.draw(self.rng, self.limits, self.duration)
         self.memory = Memory()
+        self.looks: list[dict[str, Any]] = []  # the looks taken so far
         self.was_cut = False  # the sweep does not cover the whole file (budget or patience)
         self.queue: list[dict[str, Any]] = self._plan()
         self.zoomed: list[list[float]] = []  # runs a zoom was queued for
@@ -329,6 +330,7 @@ class SynthTeacherPolicy(Policy):
             answer = self._answer()
             return {"type": "answer", "content": answer}, self._answer_thought(answer)
         action = self.queue.pop(0)
+        self.looks.append(action)
         zoom = any(action is z for z in self.zooms)
         self.zooms_done += zoom
         return action, self._plan_thought(action, zoom)

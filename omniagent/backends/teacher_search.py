@@ -21,7 +21,6 @@ whose state they read and extend (its goal, memory, queue, limits, duration and 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from omniagent.backends.synth_compact import sec
@@ -41,15 +40,13 @@ def _grid(t: SynthTeacherPolicy, x: float) -> float:
 
 
 def _whole(t: SynthTeacherPolicy, look: dict[str, Any]) -> dict[str, Any]:
-    """With the compact language, a look's span in whole seconds (widened; one frame: its nearest second)."""
+    """With the compact language, a look's span in whole seconds, each end the whole second its time is written
+    as (:func:`~omniagent.backends.synth_compact.sec`): the agent copies a look's ends from what it wrote."""
     if not t.compact:
         return look
-    a, b = float(look["start"]), float(look["end"])
-    if look["type"] == "get_frames" and look.get("num") == 1:
-        a = b = float(min(sec(0.5 * (a + b)), math.floor(t.duration)))
-    else:
-        a, b = float(math.floor(a + 1e-9)), float(min(math.ceil(b - 1e-9), math.floor(t.duration)))
-    return {**look, "start": int(a), "end": int(max(a, b))}
+    last = sec(t.duration)
+    a, b = min(sec(float(look["start"])), last), min(sec(float(look["end"])), last)
+    return {**look, "start": a, "end": max(a, b)}
 
 
 def plan(t: SynthTeacherPolicy) -> list[dict[str, Any]]:
@@ -111,11 +108,15 @@ OFFSETS = (0.5, 0.0, 0.25, 0.75, 0.125, 0.625, 0.375, 0.875)  # where in its bin
 
 def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     """Frames spread evenly over the span the cued field can lie in, one in each of ``max_frames`` equal bins,
-    at the offset in the bin whose frames fall farthest from the frames already seen in the span."""
+    at the offset in the bin whose frames fall farthest from the frames already seen in the span. With the
+    compact language: from the span's first to its last second, as the Thought writes them (one frame fewer
+    each time the same span is looked at again, so the frames fall elsewhere)."""
     lo, hi = _span(t)
     num = t.limits.max_frames
-    if t.compact and t.rng.random() < 0.3:
-        num = max(4, num - int(t.rng.integers(1, 3)))
+    if t.compact:
+        a, b = sec(lo), sec(hi)
+        again = sum(1 for x in t.looks if (x.get("start"), x.get("end")) == (a, b))
+        return _whole(t, t._frames(a, b, max(2, num - again)) if b > a else t._frames(a, a, 1))
     width = (hi - lo) / num
     seen = [x for x in t.memory.frames if lo <= x <= hi]
 
@@ -127,8 +128,22 @@ def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     offset = max(OFFSETS, key=lambda o: (novelty(o + jitter), -OFFSETS.index(o))) + jitter
     start, end = _grid(t, lo + offset * width), _grid(t, lo + (num - 1 + offset) * width)
     if end - start < t.step:
-        return _whole(t, t._frames(start, start, 1))
-    return _whole(t, t._frames(max(0.0, start), min(t.duration, end), num))
+        return t._frames(start, start, 1)
+    return t._frames(max(0.0, start), min(t.duration, end), num)
+
+
+def _digit_window(t: SynthTeacherPolicy, digit: list[float]) -> dict[str, Any]:
+    """Where to listen for the cued field's beep: it sounds while the digit is shown. Compact: from the frame
+    seen before the digit to the frame seen after it (both written in the Observations); else around the digit
+    frames by the longest a digit is shown."""
+    run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
+    if t.compact:
+        before = [x for x in t.memory.frames if x < run[0]]
+        after = [x for x in t.memory.frames if x > run[-1]]
+        a, b = sec(max(before, default=0.0)), sec(min(after, default=t.duration))
+        if 0 < b - a <= t.limits.max_audio_s:
+            return _whole(t, t._audio(a, b))
+    return _whole(t, t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S)))
 
 
 def follow_ups(t: SynthTeacherPolicy) -> None:
@@ -138,7 +153,8 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
     if g.search == "pitch_visual":
         beep = _pitch_heard(t)
         if beep is not None and not _frames_during(t, beep) and not _queued(t, "get_frames"):
-            mid = _grid(t, 0.5 * (float(beep.start) + float(beep.end)))
+            mid = 0.5 * (float(beep.start) + float(beep.end))
+            mid = float(sec(mid)) if t.compact else _grid(t, mid)  # compact: the second the Thought writes
             t.queue = [_whole(t, t._frames(mid, mid, 1))]
         return
     digit = _cue_digit(t)
@@ -151,13 +167,8 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
                         t, t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
                     )
                 ]
-            else:  # the beep sounds while the digit is shown, and a digit is shown at most DIGIT_MAX_S
-                run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
-                t.queue = [
-                    _whole(
-                        t, t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S))
-                    )
-                ]
+            else:
+                t.queue = [_digit_window(t, digit)]
         return
     if not t.queue:
         t.queue.append(_span_look(t))
@@ -174,7 +185,12 @@ def _pitch_heard(t: SynthTeacherPolicy) -> Item | None:
 
 
 def _frames_during(t: SynthTeacherPolicy, beep: Item) -> list[float]:
-    return [x for x in t.memory.frames if float(beep.start) - t.step <= x <= float(beep.end) + t.step]
+    """Frames seen while the beep sounds (compact: from the whole second its middle is written as, which lies in
+    the beep's field: a beep keeps more than a second from its field's edges)."""
+    early = (
+        float(sec(0.5 * (float(beep.start) + float(beep.end)))) if t.compact else float(beep.start) - t.step
+    )
+    return [x for x in t.memory.frames if early - 1e-6 <= x <= float(beep.end) + t.step]
 
 
 def _near(sound: Item, digit: list[float]) -> bool:

@@ -39,11 +39,11 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     (
         "--text-warmup-steps",
         int,
-        600,
+        1200,
         "short-context text steps before full SFT (recipes/tiny_agent/text_warmup.py)",
     ),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
-    ("--steps", int, 1500, "full-context SFT optimizer steps (batch 1)"),
+    ("--steps", int, 2000, "full-context SFT optimizer steps (batch 1)"),
     ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
     ("--warmup-steps", int, 30, "linear lr warm-up steps"),
     ("--save-every", int, 100, "SFT steps between resumable checkpoints"),
