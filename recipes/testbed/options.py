@@ -44,6 +44,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ),
     ("--text-warmup-batch", int, 16, "text warm-up batch size"),
     ("--steps", int, 2000, "full-context SFT optimizer steps (batch 1)"),
+    (
+        "--caption-batch",
+        int,
+        16,
+        "compact single-frame captions after every SFT step (recipes/testbed/captions.py; 0: off)",
+    ),
     ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
     ("--warmup-steps", int, 30, "linear lr warm-up steps"),
     ("--save-every", int, 100, "SFT steps between resumable checkpoints"),

@@ -125,6 +125,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         f"omni_sft.local.save_dir={args.out / 'agent'}", f"trainer.seed={args.seed}",
         f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
+        f"omni_sft.local.captions.batch_size={args.caption_batch}", f"omni_sft.local.captions.pool={args.data / 'pool'}",
     ]  # fmt: skip
 
 

@@ -119,3 +119,22 @@ def test_compare_pairs_the_arms_by_seed_and_each_with_sft() -> None:
     assert primary["t"]["mean"] == pytest.approx(1 / 32) and "bootstrap" in primary
     versus_sft = analysis.compare(arms, "grpo", None, run(list(range(4))))
     assert all(v == pytest.approx(4 / 16) for v in versus_sft["per_seed"].values())
+
+
+def test_compact_captions_name_what_each_pool_frame_shows(tmp_path: Path) -> None:
+    from envs.synth import generate_benchmark
+    from omniagent.backends.synth_compact import parse_compact
+    from omniagent.backends.synth_world import SynthWorld
+    from recipes.testbed.captions import pool_chats, shows_digit
+
+    tasks = generate_benchmark(tmp_path, seed=3, n_videos=1, durations=[60.0], config={"level": "search"})
+    world = SynthWorld.for_media(tasks[0].media)
+    chats = pool_chats(tmp_path, seed=0, per_event=2)
+    assert len(chats) == 16  # 2 frames in each of the 4 digits, and as many at random times
+    digits = [c for c in chats if shows_digit(c)]
+    assert len(digits) >= 8
+    for chat in chats:
+        label = float(chat[0]["content"][0]["text"].removeprefix("Frame at ").rstrip("s:"))
+        (claim,) = parse_compact(chat[1]["content"][0]["text"])
+        truth = {(i.kind, i.value) for i in world.frame(label)}
+        assert claim.first == int(label) and {(i.kind, i.value) for i in claim.items} == truth
