@@ -51,6 +51,10 @@ class TurnOutput(BaseModel):
     thinking: str | None = Field(
         default=None, description="a thinking variant's reasoning block (kept out of the parse, recorded)"
     )
+    token_ids: list[int] | None = Field(
+        default=None,
+        description="the generated token ids as sampled, reasoning block included (a local model's; None for others)",
+    )
     token_logprobs: list[float] | None = None
     token_entropies: list[float] | None = None
     entropy: float | None = Field(default=None, description="mean token entropy of the turn, in nats")

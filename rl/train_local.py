@@ -20,7 +20,10 @@ the verl entry's own config (``conf/rl/taura.yaml`` + an experiment, plus the ``
 2. **Old log-probs** (:mod:`rl.local.update`). One no-grad forward per turn row gives the behaviour policy's
    per-token log-prob and entropy on exactly the tokens trained (as verl recomputes them with the actor; the
    rollout and training model are the same weights in the same precision here, so verl's rollout importance
-   correction is 1).
+   correction is 1). With ``local.masked_stats`` (default: on when ``local.constrained``) the rows are the
+   sampled token ids, and every statistic (old and new log-probs, so the PPO ratio, and TAURA's entropies) is
+   that of the distribution that sampled them: the rollout temperature and the turn's grammar mask
+   (:mod:`rl.local.sampling`).
 3. **Advantages.** :func:`rl.algo.taura.taura_advantages`: GRPO outcome advantage per trajectory, times the TAURA
    turn weight (``taura.mode``: taura | grpo | ig | oracle; ``taura.hold_answer_turns``: answer turns at 1).
 4. **Update.** ``actor.ppo_epochs`` passes of verl's vanilla PPO-clip loss (``clip_ratio_low``/``high``, dual
@@ -92,7 +95,7 @@ def train(cfg: DictConfig) -> Path:
             policy, encoder, env, train_tasks, args, seed, it, progress.group_done
         )
         # 2-3. behaviour log-probs and entropies on exactly the trained tokens, then advantages
-        score_rows(model, rows, encoder.pad_id, run.ref_model)
+        score_rows(model, rows, encoder.pad_id, run.ref_model, args.stats_temperature)
         turn_scores = rl_turn_scores(policy, encoder, rows, train_tasks, picks, args)
         adv = advantages(rows, args, turn_scores)
         append_rollouts(run_dir / "rollouts.jsonl", trajs, rows, adv.weights, it + 1)

@@ -83,9 +83,34 @@ def verl_gaps(config: DictConfig) -> list[str]:
     )
 
 
+# Keys that would make vLLM sample under a grammar. verl's actor recomputes log-probs and entropies over the full
+# vocabulary, so the PPO ratio and TAURA's entropies would not be those of the sampling distribution; the local
+# trainer (rl/train_local.py local.constrained, local.masked_stats) is where constrained sampling is trained.
+STRUCTURED_OUTPUT_KEYS = (
+    "actor_rollout_ref.rollout.structured_outputs",
+    "actor_rollout_ref.rollout.guided_decoding",
+    "local.constrained",
+)
+
+
+def structured_output_refusal(config: DictConfig) -> str | None:
+    """A message when the config asks verl's rollout to sample under a grammar (refused), else None."""
+    asked = [k for k in STRUCTURED_OUTPUT_KEYS if OmegaConf.select(config, k) not in (None, False, {}, "")]
+    if not asked:
+        return None
+    return (
+        f"rl/train_taura.py: {', '.join(asked)} asks for constrained sampling, which the verl path does not train "
+        "correctly (its actor scores the full vocabulary, not the grammar-masked distribution that sampled); "
+        "drop the key, or train constrained rollouts with rl/train_local.py local.constrained=true"
+    )
+
+
 def missing_prerequisites(config: DictConfig) -> str | None:
-    """One line naming everything training lacks (what verl cannot do for the model, hardware, files), or None
-    when nothing is missing."""
+    """One line naming everything training lacks (constrained sampling it cannot train, what verl cannot do for
+    the model, hardware, files), or None when nothing is missing."""
+    refusal = structured_output_refusal(config)
+    if refusal:
+        return refusal
     parts = [
         f"cannot train {OmegaConf.select(config, 'actor_rollout_ref.model.path')}: {gap}"
         for gap in verl_gaps(config)

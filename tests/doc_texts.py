@@ -7,7 +7,12 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = ROOT / "recipes" / "tiny_agent" / "studies"
+STUDIES = ROOT / "recipes" / "tiny_agent" / "studies"  # the first recipe's; every recipe may have one
+
+
+def study_dirs() -> list[Path]:
+    """Every recipe's ``studies/`` folder (``recipes/<recipe>/studies``), in a stable order."""
+    return sorted(p for p in (ROOT / "recipes").glob("*/studies") if p.is_dir())
 
 
 def doc_files() -> list[Path]:
@@ -18,7 +23,8 @@ def doc_files() -> list[Path]:
 
 
 def study_scripts() -> list[Path]:
-    return sorted(STUDIES.glob("*.sh"))
+    """Every study script of every recipe (``recipes/<recipe>/studies/*.sh``)."""
+    return sorted(p for d in study_dirs() for p in d.glob("*.sh"))
 
 
 def expand_parameters(script: str) -> str:

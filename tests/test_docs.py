@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from doc_texts import ROOT, STUDIES, doc_files, study_scripts
+from doc_texts import ROOT, STUDIES, doc_files, study_dirs, study_scripts
 
 EXPERIMENTS = ROOT / "docs" / "experiments"
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -73,14 +73,16 @@ def test_every_relative_link_resolves(tmp_path: Path) -> None:
 def test_each_study_page_links_its_script_and_the_index_lists_every_page() -> None:
     index = (EXPERIMENTS / "README.md").read_text(encoding="utf-8")
     pages = sorted(p for p in EXPERIMENTS.glob("*.md") if p.name != "README.md")
-    scripts = {p.name for p in study_scripts()} - {"common.sh"}
+    scripts = {str(p.relative_to(ROOT)) for p in study_scripts() if p.name != "common.sh"}
     linked = set()
     for page in pages:
         assert f"]({page.name})" in index, f"{page.name} is not in docs/experiments/README.md"
-        named = re.findall(r"recipes/tiny_agent/studies/([\w-]+\.sh)\)", page.read_text(encoding="utf-8"))
-        assert named == [page.stem + ".sh"], page.name
-        linked.update(named)
+        named = re.findall(r"(recipes/[\w-]+/studies/([\w-]+\.sh))\)", page.read_text(encoding="utf-8"))
+        assert [name for _, name in named] == [page.stem + ".sh"], page.name  # one script, named as the page
+        assert f"](../../{named[0][0]})" in index, f"the index row of {page.name} links its script"
+        linked.update(path for path, _ in named)
     assert linked == scripts, "every study script belongs to a page"
+    assert {p.parent.parent.name for p in study_scripts()} >= {"tiny_agent"}
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -135,4 +137,4 @@ def test_the_readme_is_a_user_guide() -> None:
     assert len(readme.splitlines()) <= 400
     assert "python -m pytest" in readme and "bash scripts/setup.sh" in readme  # what CI runs
     assert "omniagent-demo" in readme and "docs/experiments/README.md" in readme
-    assert STUDIES.is_dir()
+    assert STUDIES.is_dir() and STUDIES in study_dirs()

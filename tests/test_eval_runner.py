@@ -408,8 +408,12 @@ def test_the_overrides_media_refusals_suggest_run_under_a_frozen_preset(tmp_path
     outside.write_bytes(b"x")
     (root / "link.mp4").symlink_to(outside)
     problems = [
-        *outside_media_root("a", Task(id="t1", media=str(outside), question="q", task_type="num", answer="1"), root),
-        *outside_media_root("b", Task(id="t2", media=str(root / "link.mp4"), question="q", task_type="num", answer="1"), root),
+        *outside_media_root(
+            "a", Task(id="t1", media=str(outside), question="q", task_type="num", answer="1"), root
+        ),
+        *outside_media_root(
+            "b", Task(id="t2", media=str(root / "link.mp4"), question="q", task_type="num", answer="1"), root
+        ),
     ]
     suggested = [re.search(r"in scripts/eval\.py: (\S+)\)", line).group(1) for line in problems]
     assert len(suggested) == 2 and suggested[0] != suggested[1]

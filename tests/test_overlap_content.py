@@ -6,12 +6,20 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 from media_factory import make_audio
 
 from envs.synth import generate_benchmark
 from envs.tasks import Task
-from omniagent.eval.overlap import CONTENT_THRESHOLD, OverlapError, check_overlap, content_fingerprint, guard
+from omniagent.eval.overlap import (
+    CONTENT_THRESHOLD,
+    OverlapError,
+    _similarity,
+    check_overlap,
+    content_fingerprint,
+    guard,
+)
 
 SMALL = {"width": 112, "height": 64, "fps": 2}
 
@@ -81,3 +89,36 @@ def test_audio_only_files_match_by_their_loudness_envelope(tmp_path: Path) -> No
     train = [Task(id="t", media=str(wav), **task)]
     report = check_overlap(train, [Task(id="e", media=str(m4a), **task)])
     assert len(report.content) == 1 and len(report.pairs) == 1
+
+
+def test_solid_colour_field_videos_are_told_apart_by_colour_not_matched_by_frame_index(
+    tmp_path: Path,
+) -> None:
+    """Two search-level videos (envs.synth level "search": solid colour fields, a digit now and then) of other
+    seeds share the frame-index strip at every sampled time and often most of their colours: once matched as
+    "same content" (distance 0.064 for this pair of the testbed's training and development sets)."""
+    from envs.synth import SynthConfig, synthesize, video_seed
+
+    def one(seed: int, index: int) -> str:
+        cfg = SynthConfig(level="search", seed=video_seed(seed, index), duration=60.0)
+        return str(synthesize(cfg, tmp_path / f"s{seed}_{index}.mp4", split="test").media)
+
+    train, other = one(5301, 84), one(5303, 4)
+    a, b = content_fingerprint(train), content_fingerprint(other)
+    distance = a.distance(b)
+    assert distance is None or distance > 1.5 * CONTENT_THRESHOLD
+    tasks = [Task(id="t", media=train, question="q?", task_type="mcq", answer="A", choices=["x", "y"])]
+    others = [Task(id="e", media=other, question="q?", task_type="mcq", answer="A", choices=["x", "y"])]
+    report = check_overlap(tasks, others)
+    assert report.content == [] and report.media == {} and report.pairs == {}
+    assert check_overlap(tasks, tasks).media  # the same file is still the same media (bytes)
+    # a solid frame is compared by its colour: red and yellow fields of equal brightness differ
+    red, yellow = (
+        np.full((8, 8, 3), (220, 40, 40), np.float32),
+        np.full((8, 8, 3), (225, 210, 40), np.float32),
+    )
+    red[-1], yellow[-1] = 255, 255  # the same frame-index strip in the bottom row
+    assert (
+        _similarity(red.reshape(-1), red.reshape(-1)) == 1.0
+        and _similarity(red.reshape(-1), yellow.reshape(-1)) == 0.0
+    )

@@ -150,6 +150,12 @@ class TurnGrammar:
         )
         self._compiled = (self._compile(turn), self._compile(final))
 
+    def current_grammar(self) -> Any:
+        """The compiled grammar the coming turn decodes under (a trainer replays it over the sampled ids)."""
+        if self._compiled is None:
+            raise ConstraintUnavailable("constrained decoding before reset(): no turn schema compiled yet")
+        return self._compiled[1] if self.episode.final() else self._compiled[0]
+
     def next_processor(self) -> Any:
         """The logits processor of the coming turn (the answer-only grammar on the last); counts the turn."""
         compiled = self._compiled

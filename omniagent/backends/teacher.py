@@ -17,9 +17,9 @@ rejects the turn and the next turn says so and takes the same decision again. Th
 marked ``scripted_error``: QC accepts it and the export never makes it a target, so the student
 learns the recovery, not the mistake.
 
-Every synthetic template is solvable by perception. ``ff`` answers (screen and spoken words) are
-found by perception too, but only a judge can score them; they are one word by construction, so
-synthesis with the rule-based auditor (:mod:`rl.synthesis.audit_rules`) scores them by exact match.
+Every template is solvable by perception; ``ff`` answers (one word by construction) are scored by exact match
+when the rule-based auditor (:mod:`rl.synthesis.audit_rules`) stands in for a judge. With ``compact``, turns on
+the search level's questions are written in the compact language (:mod:`omniagent.backends.synth_compact`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,12 @@ from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
 from omniagent.backends import teacher_search
+from omniagent.backends.synth_compact import describe_compact
 from omniagent.backends.synth_goals import UNIT_NOTES, parse_goal
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
 from omniagent.backends.teacher_search import SEARCH_GOALS
-from omniagent.backends.teacher_style import Style
+from omniagent.backends.teacher_style import Style, wrong_format
 from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
 
 
@@ -76,6 +77,10 @@ class SynthTeacherParams(PolicyParams):
         description="a multiple-choice answer's Thought names the option holding the observed value "
         "('7 is option C.'), so the letter is looked up in the question's options, not recalled",
     )
+    compact: bool = Field(
+        False,
+        description="on the search level's questions: compact Observations, Thoughts and whole-second looks",
+    )
     unit_thought: bool = Field(
         False,
         description="a number or width answer's Thought names what it counts or measures and in what unit "
@@ -98,7 +103,7 @@ class SynthTeacherPolicy(Policy):
         self.per_frame = bool(p.per_frame)
         self.named_frame = bool(p.named_frame)
         self.option_thought = bool(p.option_thought)
-        self.unit_thought = bool(p.unit_thought)
+        self.unit_thought, self.compact_language = bool(p.unit_thought), bool(p.compact)
         self.info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------- episode
@@ -118,8 +123,10 @@ class SynthTeacherPolicy(Policy):
         self.err_rng = np.random.default_rng([self.seed & 0xFFFFFFFF, key, 1])
         self.recovery = ""  # set after a scripted mistake: the next thought says what went wrong
         self.goal = parse_goal(info["task"]["question"])
+        self.compact = self.compact_language and self.goal.search in SEARCH_GOALS
         self.style = Style.draw(self.rng, self.limits, self.duration)
         self.memory = Memory()
+        self.looks: list[dict[str, Any]] = []  # the looks taken so far
         self.was_cut = False  # the sweep does not cover the whole file (budget or patience)
         self.queue: list[dict[str, Any]] = self._plan()
         self.zoomed: list[list[float]] = []  # runs a zoom was queued for
@@ -135,7 +142,11 @@ class SynthTeacherPolicy(Policy):
         self.turn += 1
         percept = read_percept(messages[-1]["content"]) if self.turn > 1 else Percept("none")
         self.memory.add_percept(self.world, percept)
-        observation = describe(self.world, percept, per_frame=self.per_frame)
+        observation = (
+            describe_compact(self.world, percept)
+            if self.compact
+            else describe(self.world, percept, per_frame=self.per_frame)
+        )
         action, thought = self._decide()
         if self.recovery:
             thought, self.recovery = f"{self.recovery} {thought}", ""
@@ -156,7 +167,7 @@ class SynthTeacherPolicy(Policy):
         if rate <= 0 or self.err_rng.random() >= rate:
             return None
         if action["type"] == "answer":
-            wrong = self._wrong_format(action["content"])
+            wrong = wrong_format(self.info["task"]["task_type"], self.err_rng, self.duration)
             if wrong is None:
                 return None
             self.recovery = "My last answer was rejected: it was not in the required format."
@@ -168,20 +179,6 @@ class SynthTeacherPolicy(Policy):
             self.zooms_done -= 1
         self.recovery = "My last request was rejected: its start was after its end."
         return {**action, "start": action["end"], "end": action["start"]}
-
-    def _wrong_format(self, content: Any) -> Any:
-        """The answer in the format of another task type (``ff`` takes any text, so it has none)."""
-        kind = self.info["task"]["task_type"]
-        t = round(float(self.err_rng.uniform(0.0, self.duration)), 1)
-        interval = [[t, round(min(self.duration, t + 1.0), 1)]]
-        number = int(self.err_rng.integers(1, 40))
-        options = {
-            "mcq": [interval, number],
-            "num": [interval, "B"],
-            "size": [interval, "B"],
-            "tr": [number, "B"],
-        }.get(kind)
-        return None if options is None else options[int(self.err_rng.integers(len(options)))]
 
     # ----------------------------------------------------------------------------------- plans
     def _frames(self, s: float, e: float, num: int) -> dict[str, Any]:
@@ -333,6 +330,7 @@ class SynthTeacherPolicy(Policy):
             answer = self._answer()
             return {"type": "answer", "content": answer}, self._answer_thought(answer)
         action = self.queue.pop(0)
+        self.looks.append(action)
         zoom = any(action is z for z in self.zooms)
         self.zooms_done += zoom
         return action, self._plan_thought(action, zoom)
@@ -457,6 +455,8 @@ class SynthTeacherPolicy(Policy):
         return "I saw " + "; ".join(shown) + "."
 
     def _plan_thought(self, action: dict[str, Any], zoom: bool) -> str:
+        if self.compact:
+            return teacher_search.compact_thought(self, action)
         g = self.goal
         a, b = action["start"], action["end"]
         one = self.named_frame and a == b
@@ -473,6 +473,8 @@ class SynthTeacherPolicy(Policy):
         return f"{self._facts()} Next: {how}, {why}."
 
     def _answer_thought(self, answer: Any) -> str:
+        if self.compact:
+            return teacher_search.compact_thought(self, {"type": "answer", "content": answer})
         note = ""
         if not self._evidence_found() and self.queue:
             note = " I am out of turns, so I answer from what I have."

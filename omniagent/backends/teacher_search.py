@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import Item
 
 # the teacher (omniagent.backends.teacher.SynthTeacherPolicy), typed loosely: that module imports this one
@@ -38,18 +39,36 @@ def _grid(t: SynthTeacherPolicy, x: float) -> float:
     return round(round(x / t.step) * t.step, 2)
 
 
+def _whole(t: SynthTeacherPolicy, look: dict[str, Any]) -> dict[str, Any]:
+    """With the compact language, a look's span in whole seconds, each end the whole second its time is written
+    as (:func:`~omniagent.backends.synth_compact.sec`): the agent copies a look's ends from what it wrote."""
+    if not t.compact:
+        return look
+    last = sec(t.duration)
+    a, b = min(sec(float(look["start"])), last), min(sec(float(look["end"])), last)
+    return {**look, "start": a, "end": max(a, b)}
+
+
 def plan(t: SynthTeacherPolicy) -> list[dict[str, Any]]:
-    """The looks planned at reset: audio windows for a pitch, else one look over the whole file."""
+    """The looks planned at reset: audio windows for a pitch, else one look over the whole file. With the compact
+    language the strategy is noisier (window lengths, the first look's frames and margins), so best-of-N samples
+    of one task differ more often."""
     if t.goal.search == "pitch_visual":
         length = t.limits.max_audio_s
+        if t.compact and t.rng.random() < 0.4:
+            length = float(t.rng.choice([24.0, 26.0, 28.0]))
         starts = [0.0]
         while starts[-1] + length < t.duration:
             starts.append(starts[-1] + length - AUDIO_OVERLAP)
         if t.rng.random() < 0.3:  # some episodes listen from the end
             starts.reverse()
-        return [t._audio(s, s + length) for s in starts]
+        return [_whole(t, t._audio(s, s + length)) for s in starts]
     num = t.limits.max_frames if t.rng.random() < 0.8 else max(4, t.limits.max_frames - 2)
-    return [t._frames(0.0, t.duration, num)]
+    if not t.compact:
+        return [t._frames(0.0, t.duration, num)]
+    lo, hi = (float(x) for x in t.rng.integers(0, 4, size=2) * (t.rng.random(2) < 0.5))
+    num = int(t.rng.choice([num, num, max(4, num - 1)]))
+    return [_whole(t, t._frames(lo, t.duration - hi, num))]
 
 
 def _cue_times(t: SynthTeacherPolicy) -> tuple[list[float], list[float]]:
@@ -89,9 +108,15 @@ OFFSETS = (0.5, 0.0, 0.25, 0.75, 0.125, 0.625, 0.375, 0.875)  # where in its bin
 
 def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     """Frames spread evenly over the span the cued field can lie in, one in each of ``max_frames`` equal bins,
-    at the offset in the bin whose frames fall farthest from the frames already seen in the span."""
+    at the offset in the bin whose frames fall farthest from the frames already seen in the span. With the
+    compact language: from the span's first to its last second, as the Thought writes them (one frame fewer
+    each time the same span is looked at again, so the frames fall elsewhere)."""
     lo, hi = _span(t)
     num = t.limits.max_frames
+    if t.compact:
+        a, b = sec(lo), sec(hi)
+        again = sum(1 for x in t.looks if (x.get("start"), x.get("end")) == (a, b))
+        return _whole(t, t._frames(a, b, max(2, num - again)) if b > a else t._frames(a, a, 1))
     width = (hi - lo) / num
     seen = [x for x in t.memory.frames if lo <= x <= hi]
 
@@ -107,6 +132,20 @@ def _span_look(t: SynthTeacherPolicy) -> dict[str, Any]:
     return t._frames(max(0.0, start), min(t.duration, end), num)
 
 
+def _digit_window(t: SynthTeacherPolicy, digit: list[float]) -> dict[str, Any]:
+    """Where to listen for the cued field's beep: it sounds while the digit is shown. Compact: from the frame
+    seen before the digit to the frame seen after it (both written in the Observations); else around the digit
+    frames by the longest a digit is shown."""
+    run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
+    if t.compact:
+        before = [x for x in t.memory.frames if x < run[0]]
+        after = [x for x in t.memory.frames if x > run[-1]]
+        a, b = sec(max(before, default=0.0)), sec(min(after, default=t.duration))
+        if 0 < b - a <= t.limits.max_audio_s:
+            return _whole(t, t._audio(a, b))
+    return _whole(t, t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S)))
+
+
 def follow_ups(t: SynthTeacherPolicy) -> None:
     """The next look once the planned ones are done: search the cued field, listen at its digit, or look
     at the heard beep."""
@@ -114,8 +153,9 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
     if g.search == "pitch_visual":
         beep = _pitch_heard(t)
         if beep is not None and not _frames_during(t, beep) and not _queued(t, "get_frames"):
-            mid = _grid(t, 0.5 * (float(beep.start) + float(beep.end)))
-            t.queue = [t._frames(mid, mid, 1)]
+            mid = 0.5 * (float(beep.start) + float(beep.end))
+            mid = float(sec(mid)) if t.compact else _grid(t, mid)  # compact: the second the Thought writes
+            t.queue = [_whole(t, t._frames(mid, mid, 1))]
         return
     digit = _cue_digit(t)
     if digit:
@@ -123,11 +163,12 @@ def follow_ups(t: SynthTeacherPolicy) -> None:
             part = next((s for s in t.memory.heard("tone") if not s.full and _near(s, digit)), None)
             if part is not None:  # cut at a window's edge: listen again around it
                 t.queue = [
-                    t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
+                    _whole(
+                        t, t._audio(max(0.0, float(part.start) - 1.0), min(t.duration, float(part.end) + 1.0))
+                    )
                 ]
-            else:  # the beep sounds while the digit is shown, and a digit is shown at most DIGIT_MAX_S
-                run = [x for x in digit if abs(x - digit[0]) <= DIGIT_MAX_S]
-                t.queue = [t._audio(max(0.0, run[-1] - DIGIT_MAX_S), min(t.duration, run[0] + DIGIT_MAX_S))]
+            else:
+                t.queue = [_digit_window(t, digit)]
         return
     if not t.queue:
         t.queue.append(_span_look(t))
@@ -144,7 +185,12 @@ def _pitch_heard(t: SynthTeacherPolicy) -> Item | None:
 
 
 def _frames_during(t: SynthTeacherPolicy, beep: Item) -> list[float]:
-    return [x for x in t.memory.frames if float(beep.start) - t.step <= x <= float(beep.end) + t.step]
+    """Frames seen while the beep sounds (compact: from the whole second its middle is written as, which lies in
+    the beep's field: a beep keeps more than a second from its field's edges)."""
+    early = (
+        float(sec(0.5 * (float(beep.start) + float(beep.end)))) if t.compact else float(beep.start) - t.step
+    )
+    return [x for x in t.memory.frames if early - 1e-6 <= x <= float(beep.end) + t.step]
 
 
 def _near(sound: Item, digit: list[float]) -> bool:
@@ -222,3 +268,38 @@ def _article(word: str | None) -> str:
 def _digit_text(t: SynthTeacherPolicy) -> str:
     digit = _cue_digit(t)
     return next((i.value for i in t.memory.frames[digit[0]] if i.kind == "digit"), "?") if digit else "?"
+
+
+def compact_facts(t: SynthTeacherPolicy) -> str:
+    """What has been observed about the cue and its answer, in the compact language (whole seconds)."""
+    g = t.goal
+    if g.search == "pitch_visual":
+        beep = _pitch_heard(t)
+        if beep is None:
+            return f"no {g.value} Hz"
+        times = _frames_during(t, beep)
+        where = f", {answer_value(t)} at {sec(times[0])}" if times else ""
+        return f"{g.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}{where}"
+    inside, _ = _cue_times(t)
+    if not inside:
+        return f"no {g.value}"
+    lo, hi = _span(t)
+    digit = _cue_digit(t)
+    seen = f", digit {_digit_text(t)} at {sec(digit[0])}" if digit else ""
+    beep = _cue_beep(t) if g.search == "cue_audio" else None
+    heard = (
+        f", {beep.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}" if beep is not None else ""
+    )
+    return f"{g.value} {sec(lo)}-{sec(hi)}{seen}{heard}"
+
+
+def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
+    """A compact Thought: the cue on the first turn, then the facts so far; an answer's ends with its letter
+    (``not found`` before it when the evidence was never observed)."""
+    g = t.goal
+    if action["type"] == "answer":
+        found = "" if evidence_found(t) else ", not found"
+        return f"{compact_facts(t)}{found}: {action['content']}."
+    if t.turn == 1:
+        return f"listen for {g.value} Hz." if g.search == "pitch_visual" else f"look for {g.value}."
+    return f"{compact_facts(t)}."

@@ -57,3 +57,19 @@ class Style:
             static_by_audio=bool(rng.random() < 0.5),
             scene_spacing=pick(2.5, 4.0, 5.0, 6.0, 8.0),
         )
+
+
+def wrong_format(kind: str, rng: np.random.Generator, duration: float) -> Any:
+    """An answer in the format of another task type than ``kind`` (``ff`` takes any text, so it has none): the
+    teacher's scripted format mistake."""
+    t = round(float(rng.uniform(0.0, duration)), 1)
+    interval = [[t, round(min(duration, t + 1.0), 1)]]
+    number = int(rng.integers(1, 40))
+    options = {
+        "mcq": [interval, number],
+        "num": [interval, "B"],
+        "size": [interval, "B"],
+        "tr": [number, "B"],
+    }
+    choices = options.get(kind)
+    return None if choices is None else choices[int(rng.integers(len(choices)))]

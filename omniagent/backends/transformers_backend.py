@@ -345,7 +345,9 @@ class TransformersPolicy(Policy):
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
         extra: dict[str, Any] = {}
-        if self._constraining and self.grammar is not None:  # masks logits; out.logits stay the model's own
+        if self._constraining and self.grammar is not None:
+            # xgrammar's processor masks the scores in place, and generate(output_logits=True) keeps that same
+            # tensor: the recorded token statistics are those of the grammar-masked distribution (at temperature 1)
             extra["logits_processor"] = [self.grammar.next_processor()]
         elif self.constrained is True:
             raise ConstraintUnavailable(
@@ -368,6 +370,7 @@ class TransformersPolicy(Policy):
         return TurnOutput(
             text=text,
             thinking=thinking,
+            token_ids=[int(i) for i in new_ids.tolist()],
             token_logprobs=logprobs.tolist(),
             token_entropies=entropy_list,
             entropy=float(sum(entropy_list) / len(entropy_list)) if entropy_list else None,

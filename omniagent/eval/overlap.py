@@ -132,9 +132,25 @@ def _thumb(image: np.ndarray) -> np.ndarray:
     return np.asarray(Image.fromarray(image).resize((THUMB, THUMB), Image.BOX), dtype=np.float32).reshape(-1)
 
 
+def _picture(x: np.ndarray) -> np.ndarray | None:
+    """A thumbnail's rows above its bottom one, as (pixels, RGB) (None for an audio signature): the bottom row
+    holds the strip where synthetic media stamp the frame index, which two videos of one length share."""
+    return x.reshape(THUMB, THUMB, 3)[:-1].reshape(-1, 3) if x.size == THUMB * THUMB * 3 else None
+
+
+def _uniform(x: np.ndarray) -> bool:
+    """A picture of one colour all over: each channel's std below 6 levels above the bottom row (codec noise on
+    a solid field measures 1-4; a gradient, glyph or noise frame 8 and more)."""
+    picture = _picture(x)
+    return picture is not None and float(picture.std(0).max()) < 6.0
+
+
 def _similarity(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson correlation of two signatures; two flat ones (std < 2 levels) match when their
-    brightness agrees, a flat and a textured one do not."""
+    brightness agrees, a flat and a textured one do not; two frames of one colour each match when their colours
+    agree (each channel within 16 levels): the correlation of two solid colours says little about their hue."""
+    if _uniform(x) and _uniform(y):
+        return 1.0 if np.abs(_picture(x).mean(0) - _picture(y).mean(0)).max() < 16 else 0.0  # type: ignore[union-attr]
     sx, sy = float(x.std()), float(y.std())
     if sx < 2.0 or sy < 2.0:
         return 1.0 if sx < 2.0 and sy < 2.0 and abs(float(x.mean() - y.mean())) < 16 else 0.0
@@ -152,11 +168,13 @@ class Fingerprint:
 
     def distance(self, other: Fingerprint) -> float | None:
         """1 - mean correlation of the signatures at the same relative times; None when the
-        durations (``max(0.5 s, 1%)``) or kinds differ."""
+        durations (``max(0.5 s, 1%)``) or kinds differ, or when every sampled frame of both is one solid colour."""
         if abs(self.duration - other.duration) > max(0.5, 0.01 * max(self.duration, other.duration)):
             return None
         if self.kind != other.kind or self.points.shape != other.points.shape:
             return None
+        if self.kind == "video" and all(_uniform(x) for x in (*self.points, *other.points)):
+            return None  # nine solid colours cannot tell two videos apart (colour-field media): bytes decide
         return 1.0 - float(
             np.mean([_similarity(a, b) for a, b in zip(self.points, other.points, strict=True)])
         )

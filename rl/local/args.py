@@ -56,7 +56,27 @@ class Args:
     env: dict[str, Any]  # env.turns / env.limits / env.reward (as the verl agent loop reads them)
     local: dict[str, Any] = field(default_factory=dict)  # local.* (conf/rl/local/default.yaml documents each)
 
+    @property
+    def masked_stats(self) -> bool:
+        """``local.masked_stats`` (null: ``local.constrained``): rows train the sampled token ids, and log-probs,
+        PPO ratios and TAURA entropies are those of the distribution that sampled them (rl/local/sampling.py)."""
+        value = self.local.get("masked_stats")
+        return bool(self.local.get("constrained", False)) if value is None else bool(value)
+
+    @property
+    def stats_temperature(self) -> float | None:
+        """The temperature the trainer's statistics are computed at: the rollout's with masked statistics, else
+        None (the full vocabulary at temperature 1)."""
+        return self.temperature if self.masked_stats else None
+
     def __post_init__(self) -> None:
+        if self.masked_stats and self.top_p < 1.0:
+            raise ValueError(
+                "local.masked_stats scores the sampling distribution, which a nucleus cut (rollout.top_p < 1) "
+                "changes per step: set actor_rollout_ref.rollout.top_p=1.0 or local.masked_stats=false"
+            )
+        if self.masked_stats and self.temperature <= 0:
+            raise ValueError("local.masked_stats needs a sampling temperature above 0 (rollout.temperature)")
         if self.kl_type not in KL_TYPES:
             raise ValueError(
                 f"actor_rollout_ref.actor.kl_loss_type={self.kl_type!r}: this trainer knows {sorted(KL_TYPES)}"
@@ -118,6 +138,8 @@ class Args:
             keep["task_repeats"] = {str(k): int(v) for k, v in sorted(self.local["task_repeats"].items())}
         if self.local.get("shuffle_options"):  # likewise
             keep["shuffle_options"] = True
+        if self.masked_stats:  # likewise (runs before the key scored the full vocabulary)
+            keep["masked_stats"] = True
         anchor = self.local.get("sft_anchor") or {}
         if anchor.get("data"):  # likewise
             keep["sft_anchor"] = {

@@ -32,6 +32,7 @@ from rl.algo.turn_budget import turn_budget
 from rl.local.args import Args
 from rl.local.evidence import touched_evidence
 from rl.local.rollout import TurnEncoder, TurnRow, group_values, is_flat, renumber
+from rl.local.sampling import Allowed, replay_bitmask
 
 
 class RecordingPolicy(Policy):
@@ -39,14 +40,20 @@ class RecordingPolicy(Policy):
 
     def __init__(self, inner: Any) -> None:
         self.inner, self.turns = inner, []
+        self.grammars: list[Any] = []  # per turn, the compiled grammar it decoded under (None: unconstrained)
         self.name = getattr(inner, "name", type(inner).__name__)  # trajectories name the wrapped policy
 
     def reset(self, info: dict[str, Any]) -> None:
         self.inner.reset(info)
 
     def act(self, messages: list[Any]) -> TurnOutput:
+        grammar = getattr(self.inner, "grammar", None)
+        if not getattr(self.inner, "_constraining", grammar is not None):
+            grammar = None  # compiled, but this episode decodes unconstrained (constrained="auto" off an env)
+        compiled = grammar.current_grammar() if grammar is not None else None  # before act() counts the turn
         out = self.inner.act(messages)
         self.turns.append((copy.deepcopy(messages), out))  # the env rewrites old percepts in place later
+        self.grammars.append(compiled)
         return out
 
 
@@ -93,12 +100,33 @@ def play_group(
     for i, (traj, recorder) in enumerate(zip(trajs, recorders, strict=True)):
         traj.meta["shaped_reward"] = reward = traj.meta["shaped_reward"] + extra[i]
         for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=False)):
-            target = {"role": "assistant", "content": [{"type": "text", "text": out.text}]}
-            if out.thinking:  # a thinking model's reasoning block is trained on with its turn
-                target["thinking"] = out.thinking
-            item = encoder.encode([*context, target])
-            rows.append(TurnRow(item, group, group * args.group_size + i, k, reward, rec, context))
+            item, allowed = turn_item(encoder, context, out, recorder.grammars[k], args.masked_stats)
+            row = TurnRow(item, group, group * args.group_size + i, k, reward, rec, context, allowed=allowed)
+            rows.append(row)
     return trajs, rows
+
+
+def turn_item(
+    encoder: TurnEncoder, context: list[Any], out: TurnOutput, compiled: Any, sampled: bool
+) -> tuple[dict[str, Any], Allowed | None]:
+    """A turn's training row: with ``sampled`` (``local.masked_stats``) the ids the policy sampled, with the mask
+    of what its grammar allowed at each of them; otherwise the turn's text encoded again, no mask."""
+    if not sampled:
+        reply: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": out.text}]}
+        if out.thinking:  # a thinking model's reasoning block is trained on with its turn
+            reply["thinking"] = out.thinking
+        return encoder.encode([*context, reply]), None
+    if out.token_ids is None:
+        raise ValueError(
+            "local.masked_stats needs the sampled token ids (TurnOutput.token_ids) of the policy"
+        )
+    item = encoder.encode_sampled(context, out.token_ids)
+    if compiled is None:
+        return item, None
+    at = (
+        int(item["input_ids"].shape[0]) - len(out.token_ids) - 1
+    )  # the logits that predict the first sampled id
+    return item, Allowed(at, replay_bitmask(compiled, out.token_ids))
 
 
 def rollout(

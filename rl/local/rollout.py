@@ -16,8 +16,10 @@ from typing import Any
 import torch
 
 from envs.jsonl import append_jsonl, read_jsonl, repair_tail, write_atomic, write_jsonl
+from omniagent.backends.convert import build_model_inputs
 from omniagent.trajectory import Trajectory, TurnRecord
-from rl.sft.dataset import END_OF_TURN, OmniTurnSFTDataset, RopeIndexer
+from rl.local.sampling import Allowed, masked_logits, token_stats
+from rl.sft.dataset import _DROP_KEYS, END_OF_TURN, OmniTurnSFTDataset, RopeIndexer
 
 
 class TurnEncoder(OmniTurnSFTDataset):
@@ -46,6 +48,26 @@ class TurnEncoder(OmniTurnSFTDataset):
     def __len__(self) -> int:
         return 0
 
+    def encode_sampled(self, context: list[Any], token_ids: list[int]) -> dict[str, Any]:
+        """The row of a turn from the ids the policy sampled: the context as the policy was given it (rendered
+        with the generation prompt), then the sampled ids, the loss on those only (``<|im_end|>`` among them when
+        generation stopped on it). Positions and media inputs as :meth:`encode` builds them."""
+        batch, _ = build_model_inputs(
+            context, self.processor, image_pixels=self.image_pixels, video_pixels=self.video_pixels,
+            allow_audio_in_video=self.allow_audio_in_video, add_generation_prompt=True,
+        )  # fmt: skip
+        prompt = batch["input_ids"][0].long()
+        input_ids = torch.cat([prompt, torch.tensor(token_ids, dtype=torch.long)])
+        loss_mask = torch.zeros(input_ids.shape[0], dtype=torch.long)
+        loss_mask[prompt.shape[0] :] = 1
+        mm = {k: v for k, v in batch.items() if k not in _DROP_KEYS and isinstance(v, torch.Tensor)}
+        rope = self.rope(input_ids, mm, bool(batch.get("use_audio_in_video", False)))
+        position_ids = torch.cat([torch.arange(input_ids.shape[0], dtype=torch.long)[None], rope], dim=0)
+        item: dict[str, Any] = {"input_ids": input_ids, "position_ids": position_ids, "loss_mask": loss_mask}
+        if mm:
+            item["multi_modal_inputs"] = mm
+        return item
+
 
 @dataclass
 class TurnRow:
@@ -65,6 +87,8 @@ class TurnRow:
     )  # (L,) 1 where position t predicts a trained token
     # (L,) the reference (starting) model's log-probs, for actor.use_kl_loss; empty when the loss is off
     ref_logp: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
+    # local.masked_stats: the tokens the turn's grammar allowed at each sampled position (None: unconstrained)
+    allowed: Allowed | None = None
 
 
 def model_inputs(batch: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -80,21 +104,36 @@ def model_inputs(batch: dict[str, Any], model: Any) -> dict[str, Any]:
 
 
 def forward_stats(
-    model: Any, batch: dict[str, Any], with_grad: bool = False
+    model: Any,
+    batch: dict[str, Any],
+    with_grad: bool = False,
+    allowed: Allowed | None = None,
+    temperature: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per position t of a one-row batch: log p(token t+1), the entropy at t, and the shifted loss mask.
 
-    The entropy (float32, full vocabulary) is computed only without gradients (it is the TAURA signal, not a
-    loss term); with gradients it comes back as zeros.
+    With ``temperature`` (``local.masked_stats``: the rollout temperature) the statistics are those of the
+    distribution that sampled the row: logits divided by it, and -inf where ``allowed`` (the turn's grammar)
+    forbade a token (:mod:`rl.local.sampling`). Without, the full vocabulary at temperature 1 (``allowed`` must be
+    None). The entropy (float32) is computed only without gradients (it is the TAURA signal, not a loss term);
+    with gradients it comes back as zeros.
     """
     logits = model(**model_inputs(batch, model), use_cache=False).logits[0].float()  # (L, V)
     ids = batch["input_ids"][0].to(logits.device)
+    if temperature is None and allowed is not None:
+        raise ValueError("a grammar mask needs the sampling temperature (local.masked_stats)")
+    mask = torch.roll(batch["loss_mask"][0].to(logits.device), shifts=-1).float()
+    mask[-1] = 0.0
+    inside = torch.arange(len(ids), device=logits.device) < len(ids) - 1
+    if temperature is not None:  # the sampling distribution (rl/local/sampling.py)
+        logp, entropy = token_stats(masked_logits(logits, allowed, temperature), ids)
+        if with_grad:
+            return logp * inside, torch.zeros_like(logp), mask
+        return (logp * inside).detach(), entropy.detach(), mask
     logp_all = torch.log_softmax(logits, dim=-1)
     nxt = torch.roll(ids, shifts=-1)
     logp = logp_all.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
-    mask = torch.roll(batch["loss_mask"][0].to(logits.device), shifts=-1).float()
-    mask[-1] = 0.0
-    logp = logp * (torch.arange(len(ids), device=logits.device) < len(ids) - 1)
+    logp = logp * inside
     if with_grad:
         return logp, torch.zeros_like(logp), mask
     entropy = -(logp_all.exp() * logp_all).sum(-1)

@@ -25,17 +25,23 @@ from rl.local.sft_anchor import SFTAnchor
 from rl.sft.step import collate
 
 
-def score_rows(model: Any, rows: list[TurnRow], pad_id: int, ref_model: Any = None) -> None:
+def score_rows(
+    model: Any, rows: list[TurnRow], pad_id: int, ref_model: Any = None, temperature: float | None = None
+) -> None:
     """Fill each row's behaviour log-probs, entropies and (shifted) response mask, without gradients; with a
-    reference model (``actor.use_kl_loss``), also its log-probs of the same tokens."""
+    reference model (``actor.use_kl_loss``), also its log-probs of the same tokens. ``temperature``
+    (:attr:`~rl.local.args.Args.stats_temperature`): under the sampling distribution, each row's grammar mask
+    applied (``local.masked_stats``)."""
     model.eval()
     with torch.no_grad():
         for row in rows:
             batch = collate([row.item], pad_id)
-            stats = forward_stats(model, batch)
+            stats = forward_stats(model, batch, allowed=row.allowed, temperature=temperature)
             row.old_logp, row.entropy, row.mask = (t.cpu() for t in stats)  # advantages are computed on CPU
             if ref_model is not None:
-                row.ref_logp = forward_stats(ref_model, batch)[0].cpu()
+                row.ref_logp = forward_stats(ref_model, batch, allowed=row.allowed, temperature=temperature)[
+                    0
+                ].cpu()
 
 
 def advantages(rows: list[TurnRow], args: Args, turn_scores: torch.Tensor | None) -> Any:
@@ -114,7 +120,8 @@ def mini_batch_backward(
     seqs = sum(1 for row in batch if row.mask.sum() > 0)
     total = clipfrac = kl = ref_kl = 0.0
     for row, row_adv in zip(batch, adv, strict=True):
-        logp, _, mask = forward_stats(model, collate([row.item], pad_id), with_grad=True)
+        batch_one = collate([row.item], pad_id)
+        logp, _, mask = forward_stats(model, batch_one, True, row.allowed, args.stats_temperature)
         old, row_adv = row.old_logp.to(logp.device), row_adv[: mask.shape[0]].to(logp.device)
         loss, was_clipped, neg_log_ratio = ppo_clip_loss(logp, old, row_adv, args)
         if args.kl_coef:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from omniagent.backends.synth_compact import is_compact
 from omniagent.backends.synth_world import (
     SOUND_TOL,
     Claim,
@@ -41,6 +42,7 @@ from omniagent.backends.synth_world import (
     percept_from_record,
 )
 from omniagent.trajectory import Trajectory, TurnRecord
+from rl.synthesis.audit_compact import audit_compact_observation, audit_compact_thought
 from rl.synthesis.filters import AuditJudgeError, AuditResult, TurnScore
 
 __all__ = [
@@ -302,9 +304,10 @@ class RulesAuditor:
             ) from exc
         context = " ".join([traj.question, *(traj.choices or [])])
         memory, prev = Memory(), None
+        compact = any(is_compact(turn.observation) for turn in traj.turns)  # the search level's short form
         scores: list[TurnScore] = []
         for turn in traj.turns:
-            problems = self.audit_turn(world, turn, prev, memory, context)
+            problems = self.audit_turn(world, turn, prev, memory, context, compact)
             reason = (
                 "; ".join(problems) if problems else "observation true at the served times; thought follows"
             )
@@ -316,14 +319,25 @@ class RulesAuditor:
 
     @staticmethod
     def audit_turn(
-        world: SynthWorld, turn: TurnRecord, prev: TurnRecord | None, memory: Memory, context: str
+        world: SynthWorld,
+        turn: TurnRecord,
+        prev: TurnRecord | None,
+        memory: Memory,
+        context: str,
+        compact: bool = False,
     ) -> list[str]:
-        """Problems of one turn (observation first, then thought); fills ``memory``."""
+        """Problems of one turn (observation first, then thought); fills ``memory``. ``compact``: the turn is
+        in the compact language (:mod:`rl.synthesis.audit_compact`)."""
         percept = (
             Percept("none") if prev is None else percept_from_record(prev.action, prev.timestamps, prev.error)
         )
         if percept.kind == "clip" and not world.has_audio:
             percept.span = None  # a clip of a silent video has no sound to describe
+        if compact:
+            found = audit_compact_observation(world, turn.observation, percept, memory)
+            return [f"observation: {p}" for p in found] + [
+                f"thought: {p}" for p in audit_compact_thought(turn.thought, memory)
+            ]
         problems = [f"observation: {p}" for p in audit_observation(world, turn.observation, percept, memory)]
         problems += [f"thought: {p}" for p in audit_thought(turn.thought, memory, context)]
         return problems

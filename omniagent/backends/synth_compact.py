@@ -1,0 +1,195 @@
+"""The compact form of the synthetic world's controlled language, for the ``search`` level of :mod:`envs.synth`.
+
+The full language of :mod:`omniagent.backends.synth_world` spends about 120 tokens on a turn; an agent of a
+million weights, which must write every token of its Observation, learns and samples a short one faster. The
+compact form keeps what a search needs (which colour is where, the digit and the beep, and when) and drops the
+rest: times in whole seconds (the fraction dropped), no sentence frame, one clause per run of alike frames::
+
+    0-17 blue, 26 yellow, 34 yellow 9, 43 green, 51-60 red
+    audio 0-30: 2000 Hz at 12, cut beep at 29
+    audio 28-58: none
+    clip 10-20: 10-14 red, 15-20 red 7; audio 10-20: 500 Hz at 16
+
+A frame clause ``a-b hue [digit]`` covers the consecutive served frames from the one at ``a`` to the one at
+``b`` (``a`` alone: frames in one second), all showing that background and digit and nothing else; ``flash``
+and ``static`` cover the whole picture. An audio clause names the served span and every sound in it: a whole
+beep by its pitch and the second of its middle, a beep cut by the span's edge as ``cut beep``.
+
+Thoughts on this level are compact too (:func:`thought_facts` reads the facts they state):
+``red 17-43`` (where the red field can lie), ``digit 9 at 34``, ``1000 Hz at 35``, ``green at 41``,
+``no 2000 Hz``, ``no red``; an answer ends ``: D``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from omniagent.backends.synth_world import Item, Percept, SynthWorld
+
+__all__ = ["CompactClaim", "CompactFact", "describe_compact", "is_compact", "parse_compact", "sec"]
+
+_HUE = r"(red|yellow|green|cyan|blue|magenta)"
+_FRAME = re.compile(rf"^(\d+)(?:-(\d+))? (?:{_HUE}(?: (\d))?|(flash|static))$")
+_AUDIO = re.compile(r"^audio (\d+)-(\d+): (.+)$")
+_CLIP = re.compile(r"^clip (\d+)-(\d+)$")
+_TONE = re.compile(r"^(\d+) Hz at (\d+)$")
+_CUT = re.compile(r"^cut (beep|word|static) at (\d+)$")
+_CUT_KINDS = {"tone": "beep", "speech": "word", "static": "static"}
+
+
+def sec(t: float) -> int:
+    """A time in whole seconds, its fraction dropped (the compact language's only time format): written from a
+    frame's label ``Frame at 34.80s`` it is a copy of the digits before the point, no arithmetic."""
+    return int(math.floor(float(t) + 1e-6))
+
+
+def _frame_text(items: list[Item]) -> str:
+    """A frame's content: ``hue``, ``hue digit``, ``flash`` or ``static``; anything else has no compact form."""
+    kinds = {i.kind: i.value for i in items}
+    if set(kinds) <= {"flash"} or set(kinds) <= {"static"}:
+        return next(iter(kinds), "static")
+    if set(kinds) - {"background", "digit"}:
+        raise ValueError(f"no compact form for a frame showing {', '.join(i.phrase() for i in items)}")
+    return kinds["background"] + (f" {kinds['digit']}" if "digit" in kinds else "")
+
+
+def frame_clauses(world: SynthWorld, times: list[float]) -> list[str]:
+    """One clause per run of consecutive served frames that look alike."""
+    runs: list[tuple[list[float], str]] = []
+    for t in times:
+        content = _frame_text(world.frame(t))
+        if runs and runs[-1][1] == content:
+            runs[-1][0].append(t)
+        else:
+            runs.append(([t], content))
+    out = []
+    for ts, content in runs:
+        a, b = sec(ts[0]), sec(ts[-1])
+        out.append(f"{a} {content}" if a == b else f"{a}-{b} {content}")
+    return out
+
+
+def _sound_text(item: Item) -> str:
+    mid = sec(0.5 * (float(item.start) + float(item.end)))
+    if item.kind == "tone" and item.full:
+        return f"{item.value} Hz at {mid}"
+    return f"cut {_CUT_KINDS.get(item.kind, 'static')} at {mid}"
+
+
+def audio_clause(world: SynthWorld, start: float, end: float) -> str:
+    sounds = world.sounds(start, end)
+    return f"audio {sec(start)}-{sec(end)}: " + (", ".join(_sound_text(s) for s in sounds) or "none")
+
+
+def describe_compact(world: SynthWorld, percept: Percept) -> str:
+    """The compact Observation of a served percept (``none`` before any; ``rejected`` after an error)."""
+    if percept.kind == "none":
+        return "none"
+    if percept.kind == "error":
+        return "rejected"
+    parts: list[str] = []
+    if percept.kind == "clip":
+        assert percept.clip is not None
+        parts.append(f"clip {sec(percept.clip[0])}-{sec(percept.clip[1])}")
+    if percept.times:
+        parts.append(", ".join(frame_clauses(world, percept.times)))
+    if percept.span:
+        parts.append(audio_clause(world, *percept.span))
+    text = "; ".join(parts)
+    return text.replace("; ", ": ", 1) if percept.kind == "clip" else text
+
+
+@dataclass
+class CompactClaim:
+    """One parsed clause: frames ``first``..``last`` (whole seconds) showing ``items`` exactly, or an audio span
+    and its sounds (``items``: tones with ``start == end`` = the second of their middle), or a clip span."""
+
+    kind: str  # frames | audio | clip | error
+    first: int = 0
+    last: int = 0
+    items: list[Item] = field(default_factory=list)
+    error: str = ""
+
+
+def is_compact(text: str | None) -> bool:
+    """Whether an Observation is in the compact language (the full one writes ``Frame``/``Audio``/``Clip``)."""
+    text = (text or "").strip()
+    return text in ("rejected",) or bool(re.match(r"^(?:\d|audio |clip )", text))
+
+
+def _frame_claim(clause: str) -> CompactClaim:
+    m = _FRAME.match(clause)
+    if not m:
+        return CompactClaim("error", error=f"unreadable frame clause {clause!r}")
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) else first
+    if m.group(5):
+        items = [Item(m.group(5))]
+    else:
+        items = [Item("background", m.group(3))] + ([Item("digit", m.group(4))] if m.group(4) else [])
+    return CompactClaim("frames", first, last, items)
+
+
+def _audio_claim(clause: str) -> CompactClaim:
+    m = _AUDIO.match(clause)
+    if not m:
+        return CompactClaim("error", error=f"unreadable audio clause {clause!r}")
+    claim = CompactClaim("audio", int(m.group(1)), int(m.group(2)))
+    body = m.group(3).strip()
+    if body == "none":
+        return claim
+    for part in body.split(", "):
+        if tone := _TONE.match(part):
+            at = float(tone.group(2))
+            claim.items.append(Item("tone", tone.group(1), start=at, end=at))
+        elif cut := _CUT.match(part):
+            kind = {v: k for k, v in _CUT_KINDS.items()}[cut.group(1)]
+            at = float(cut.group(2))
+            claim.items.append(Item(kind, "", start=at, end=at, full=False))
+        else:
+            return CompactClaim("error", error=f"unreadable sound {part!r}")
+    return claim
+
+
+def parse_compact(text: str) -> list[CompactClaim]:
+    """The claims of a compact Observation, in order (``none`` and ``rejected`` hold none)."""
+    text = (text or "").strip()
+    if text in ("none", "rejected", ""):
+        return []
+    claims: list[CompactClaim] = []
+    clip = _CLIP.match(text.split(": ", 1)[0])
+    if clip:
+        claims.append(CompactClaim("clip", int(clip.group(1)), int(clip.group(2))))
+        text = text.split(": ", 1)[1] if ": " in text else ""
+    for section in text.split("; "):
+        section = section.strip()
+        if section.startswith("audio "):
+            claims.append(_audio_claim(section))
+        elif section:
+            claims += [_frame_claim(c.strip()) for c in section.split(", ")]
+    return claims
+
+
+@dataclass(frozen=True)
+class CompactFact:
+    """A fact a compact Thought states: ``kind`` digit | tone | background (at ``at``) or its absence."""
+
+    kind: str
+    value: str
+    at: int | None  # None: the fact is stated absent ("no 2000 Hz", "no red")
+
+
+_FACTS = [
+    (re.compile(r"\bdigit (\d) at (\d+)\b"), "digit"),
+    (re.compile(r"\b(\d+) Hz at (\d+)\b"), "tone"),
+    (re.compile(rf"\b{_HUE} at (\d+)\b"), "background"),
+]
+_ABSENT = [(re.compile(r"\bno (\d+) Hz\b"), "tone"), (re.compile(rf"\bno {_HUE}\b"), "background")]
+
+
+def thought_facts(text: str) -> list[CompactFact]:
+    """The facts a compact Thought states (a field's span ``red 17-43`` is a plan, not a fact)."""
+    facts = [CompactFact(kind, m.group(1), int(m.group(2))) for p, kind in _FACTS for m in p.finditer(text)]
+    return facts + [CompactFact(kind, m.group(1), None) for p, kind in _ABSENT for m in p.finditer(text)]

@@ -1,0 +1,101 @@
+"""The testbed recipe's stages and settings (``python -m recipes.testbed --help``), apart from the stages' code in
+:mod:`recipes.testbed.recipe`. Every setting is named once here, with its meaning."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = "The testbed agent (search level of envs.synth): data, synthesis, build, glyphs, SFT, eval."
+
+STAGES = ("data", "synth", "export", "build", "glyphs", "sft", "eval")
+
+# (flag, type, default, help)
+OPTIONS: list[tuple[str, type, Any, str]] = [
+    ("--train-seed", int, 5301, "training set seed (SFT synthesis, RL task draws)"),
+    ("--train-videos", int, 96, "training videos (12 questions each)"),
+    ("--pool-seed", int, 5302, "glyph pool seed (frames only)"),
+    ("--pool-videos", int, 100, "glyph pool videos"),
+    ("--dev-seed", int, 5303, "development set seed (calibration, learning-rate pilot)"),
+    ("--dev-videos", int, 16, "development videos"),
+    (
+        "--digit-seconds",
+        str,
+        "1.0,2.0",
+        "how long each digit is shown (lo,hi seconds; the level's search_digit_seconds)",
+    ),
+    ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
+    ("--turns", int, 5, "turn budget K of synthesis, RL and eval"),
+    ("--token-target", int, 150, "mean tokens per teacher episode the build stage requires (0: no check)"),
+    (
+        "--glyph-steps",
+        int,
+        1000,
+        "vision encoder classification steps (recipes/tiny_agent/glyph_pretrain.py)",
+    ),
+    ("--glyph-lr", float, 2e-3, "their learning rate"),
+    (
+        "--text-warmup-steps",
+        int,
+        1200,
+        "short-context text steps before full SFT (recipes/tiny_agent/text_warmup.py)",
+    ),
+    ("--text-warmup-batch", int, 16, "text warm-up batch size"),
+    ("--steps", int, 2000, "full-context SFT optimizer steps (batch 1)"),
+    (
+        "--caption-batch",
+        int,
+        16,
+        "compact single-frame captions after every SFT step (recipes/testbed/captions.py; 0: off)",
+    ),
+    ("--lr", float, 2e-3, "SFT peak learning rate (cosine decay)"),
+    ("--warmup-steps", int, 30, "linear lr warm-up steps"),
+    ("--save-every", int, 100, "SFT steps between resumable checkpoints"),
+    ("--seed", int, 0, "synthesis, build, glyph and SFT seed: the SFT seed of the gates"),
+    ("--max-new-tokens", int, 128, "generation limit per turn (OUT/turn_tokens.json holds the teacher's)"),
+    ("--max-frames", int, 8, "frames per look"),
+    ("--max-clip-s", float, 10.0, "seconds per clip"),
+    ("--max-audio-s", float, 30.0, "seconds per audio look (the processor hears 30)"),
+    ("--max-answer-chars", int, 40, "characters in a free-form answer"),
+    ("--eval-jobs", int, 1, "eval rows run at once, the CPU's threads split between them"),
+]
+
+
+def digit_seconds(args: argparse.Namespace) -> tuple[float, float]:
+    lo, hi = (float(x) for x in str(args.digit_seconds).split(","))
+    return lo, hi
+
+
+def level_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The envs.synth config of every set the recipe makes: the search level."""
+    return {"level": "search", "search_digit_seconds": list(digit_seconds(args))}
+
+
+def limit_overrides(args: argparse.Namespace) -> dict[str, float]:
+    """The environment's caps, the same in synthesis, RL and evaluation (the system prompt states them)."""
+    return {
+        "max_frames": args.max_frames,
+        "max_clip_s": args.max_clip_s,
+        "max_audio_s": args.max_audio_s,
+        "max_answer_chars": args.max_answer_chars,
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m recipes.testbed", description=DESCRIPTION)
+    p.add_argument("--out", type=Path, default=Path("runs/testbed/sft_s0"), help="the SFT seed's folder")
+    p.add_argument("--data", type=Path, default=None, help="folder of the shared sets (default: OUT/../data)")
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES))
+    p.add_argument(
+        "--eval-set", type=Path, default=None, help="tasks folder the eval stage scores (default: dev)"
+    )
+    for flag, kind, default, help_ in OPTIONS:
+        p.add_argument(flag, type=kind, default=default, help=help_)
+    args = p.parse_args(argv)
+    args.out = args.out.resolve()
+    args.data = (args.data or args.out.parent / "data").resolve()
+    args.eval_set = (args.eval_set or args.data / "dev").resolve()
+    digit_seconds(args)  # refused now, not when the data stage runs
+    return args

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# TAURA vs GRPO on the testbed (the search level of envs.synth). Page: docs/experiments/taura-testbed.md.
+# Every step resumes where it stopped (the recipe's stages, the trainer's checkpoints, the evals' finished ids),
+# so the script can be started again after a crash. Two jobs at a time, one thread each (2 cores).
+set -euo pipefail
+
+OUT=runs/testbed
+SFT_SEEDS="0 1 2"    # the gates' SFT seeds; the study starts from SFT seed 0
+RL_SEEDS="0 1 2 3 4 5 6 7 8 9"
+STUDY_SEED=5399
+STUDY_VIDEOS=168     # 12 questions each
+BLIND_VIDEOS=42
+
+cd "$(dirname "$0")/../../.."
+export OMP_NUM_THREADS=1
+
+# 1. the shared sets (training 5301, glyph pool 5302, development 5303), then each SFT seed's agent
+python -m recipes.testbed --out $OUT/sft_s0 --stages data
+python -m recipes.testbed --out $OUT/sft_s0 --seed 0 --stages synth export build glyphs sft &
+python -m recipes.testbed --out $OUT/sft_s1 --seed 1 --stages synth export build glyphs sft &
+wait
+python -m recipes.testbed --out $OUT/sft_s2 --seed 2 --stages synth export build glyphs sft &
+# calibration: SFT seed 0 on the development set (the plan's band 0.40-0.80), with its floors and blind row
+python -m recipes.testbed --out $OUT/sft_s0 --stages eval
+wait
+
+# 2. the gates, each SFT seed on its own fresh gate set (5311 + seed), made only now
+for SEED in $SFT_SEEDS; do
+    python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED \
+        --steps set eval auroc &
+    python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED \
+        --steps flat grpo &
+    wait
+    python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED --steps report
+done
+
+# 3. the study set and its blind subset (made after the gates and the plan's amendments)
+python -m recipes.testbed.study make-set --data $OUT/data --seed $STUDY_SEED --videos $STUDY_VIDEOS \
+    --blind-videos $BLIND_VIDEOS
+SET=$OUT/data/study_$STUDY_SEED
+
+# 4. the runs, paired by seed: TAURA and GRPO of one seed at a time
+for SEED in $RL_SEEDS; do
+    python -m recipes.testbed.study train --arm taura --seed $SEED --sft $OUT/sft_s0 --out $OUT/study &
+    python -m recipes.testbed.study train --arm grpo --seed $SEED --sft $OUT/sft_s0 --out $OUT/study &
+    wait
+done
+
+# 5. every final policy and the SFT agent on the study set and its blind subset; the floors
+python -m recipes.testbed.study eval --run $OUT/study/sft --sft $OUT/sft_s0 --set $SET &
+python -m recipes.testbed.study floors --study $OUT/study --sft $OUT/sft_s0 --set $SET &
+wait
+for SEED in $RL_SEEDS; do
+    python -m recipes.testbed.study eval --run $OUT/study/taura_s$SEED --sft $OUT/sft_s0 --set $SET &
+    python -m recipes.testbed.study eval --run $OUT/study/grpo_s$SEED --sft $OUT/sft_s0 --set $SET &
+    wait
+done
+
+# 6. the analysis: primary, secondaries (Holm), AUROC per seed, the figure
+python -m recipes.testbed.study analyse --study $OUT/study --sft $OUT/sft_s0 --set $SET \
+    --figure docs/figures/taura_testbed.png

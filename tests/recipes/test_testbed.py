@@ -1,0 +1,140 @@
+"""The testbed recipe (recipes/testbed/): its settings and commands, the agent's turn-frame tokens, the gates'
+flat-group count, and the study's statistics (paired t over seeds, the two-level bootstrap, Holm, power)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recipes.testbed import analysis
+from recipes.testbed.gates import flat_summary
+from recipes.testbed.model import FRAME_TOKENS
+from recipes.testbed.options import level_config, parse_args
+from recipes.testbed.recipe import episode_token_stats, eval_command, synth_command
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_recipe_sets_up_the_search_level_and_its_caps(tmp_path: Path) -> None:
+    args = parse_args(["--out", str(tmp_path / "sft_s1"), "--seed", "1", "--digit-seconds", "1.5,2.5"])
+    assert args.data == (tmp_path / "data").resolve() and args.eval_set == args.data / "dev"
+    assert level_config(args) == {"level": "search", "search_digit_seconds": [1.5, 2.5]}
+    synth = " ".join(synth_command(args))
+    assert "+teacher.kwargs.compact=true" in synth and "turn_budget.min=5" in synth and "seed=1" in synth
+    cmd = eval_command(args, args.data / "dev" / "tasks.jsonl", tmp_path / "e", "prior", {"train_tasks": "t"})
+    assert "benchmark.max_turns=5" in cmd and "benchmark.limits.max_frames=8" in cmd
+    assert (
+        f"overlap_guard.train_set={args.data / 'train' / 'tasks.jsonl'}" in cmd
+        and "+policy.kwargs.train_tasks=t" in cmd
+    )
+    with pytest.raises(ValueError):
+        parse_args(["--digit-seconds", "x"])
+
+
+def test_the_help_runs_and_names_every_stage() -> None:
+    out = subprocess.run([sys.executable, "-m", "recipes.testbed", "--help"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)  # fmt: skip
+    assert out.returncode == 0
+    for stage in ("data", "synth", "export", "build", "glyphs", "sft", "eval"):
+        assert stage in out.stdout
+
+
+def test_frame_tokens_cut_a_turn_and_episode_stats_count_them(tmp_path: Path) -> None:
+    from omniagent.tiny_model import _CORPUS, _train_tokenizer
+
+    turn = ('{"observation": "0-17 blue, 26 yellow 9", "thought": "yellow 17-43, digit 9 at 26: D.", '
+            '"action": {"type": "answer", "content": "D"}}')  # fmt: skip
+    plain = _train_tokenizer([*_CORPUS, turn], vocab_size=600)
+    framed = _train_tokenizer([*_CORPUS, turn], vocab_size=600)
+    framed.add_tokens(list(FRAME_TOKENS))
+    before, after = len(plain(turn)["input_ids"]), len(framed(turn)["input_ids"])
+    assert after <= before - 8, (before, after)
+    assert framed.decode(framed(turn)["input_ids"]) == turn  # the frame tokens decode to the same text
+    framed.save_pretrained(tmp_path / "tok")
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text(json.dumps({"turns": [{"raw_text": turn}, {"raw_text": turn}]}) + "\n")
+    stats = episode_token_stats(kept, tmp_path / "tok", max_new_tokens=after)
+    assert stats["episodes"] == 1 and stats["turns"] == 2 and stats["episode_mean"] == 2 * (after + 1)
+    assert stats["over_limit"] == 1.0  # each turn is its tokens plus <|im_end|>, one over the limit
+
+
+def test_flat_groups_are_counted_with_a_wilson_interval() -> None:
+    rows = [{"scores": [1.0] * 8, "flat": True}, {"scores": [0.0] * 8, "flat": True}]
+    rows += [{"scores": [1.0, 0.0] * 4, "flat": False} for _ in range(8)]
+    out = flat_summary(rows)
+    assert (out["groups"], out["flat"], out["all_right"], out["all_wrong"]) == (10, 2, 1, 1)
+    assert out["share"] == 0.2 and out["wilson95"][0] < 0.2 < out["wilson95"][1] < 0.6
+    assert out["episode_score"] == pytest.approx((8 + 32) / 80)
+
+
+def test_paired_t_over_seeds_holm_and_power() -> None:
+    t = analysis.t_interval([0.01, 0.03, 0.02, 0.04, 0.0])
+    assert t["mean"] == pytest.approx(0.02) and t["lo"] > 0 and t["p"] < 0.05
+    assert analysis.holm({"a": 0.01, "b": 0.04}) == {"a": True, "b": True}
+    assert analysis.holm({"a": 0.03, "b": 0.04}) == {"a": False, "b": False}  # 0.03 > 0.025: both fail
+    assert analysis.holm({"a": 0.001, "b": 0.2}) == {"a": True, "b": False}
+    # the plan's numbers: 10 seeds detect 1.0 x SD(d_s) at 80% power (two-sided 0.05)
+    assert analysis.detectable(0.02, 10) == pytest.approx(0.0199, abs=0.001)
+
+
+def test_the_two_level_bootstrap_resamples_seeds_then_videos() -> None:
+    rng = np.random.default_rng(0)
+    spread = [
+        {f"v{v}": 0.05 + s_off + rng.normal(0, 0.2) for v in range(40)} for s_off in (-0.04, 0.0, 0.04) * 3
+    ]
+    out = analysis.two_level_bootstrap(spread)
+    assert out["videos"] == 40 and out["lo"] < out["mean"] < out["hi"]
+    same = [dict(spread[0]) for _ in range(9)]  # no seed spread: only the videos vary
+    narrow = analysis.two_level_bootstrap(same)
+    assert narrow["hi"] - narrow["lo"] < out["hi"] - out["lo"] + 0.05
+    a = {
+        "x-cue_digit_mcq-00": (1.0, "m1", "cue_digit_mcq"),
+        "x-cue_digit_mcq-01": (0.0, "m2", "cue_digit_mcq"),
+    }
+    b = {
+        "x-cue_digit_mcq-00": (0.0, "m1", "cue_digit_mcq"),
+        "x-cue_digit_mcq-01": (0.0, "m2", "cue_digit_mcq"),
+    }
+    assert analysis.per_video_diff(a, b) == {"m1": 1.0, "m2": 0.0}
+
+
+def test_compare_pairs_the_arms_by_seed_and_each_with_sft() -> None:
+    def run(right: list[int]) -> dict:
+        return {
+            f"v{i // 4}-cue_digit_mcq-{i}": (float(i in right), f"v{i // 4}", "cue_digit_mcq")
+            for i in range(16)
+        }
+
+    arms = {
+        "taura": {s: run(list(range(8 + s % 2))) for s in range(4)},
+        "grpo": {s: run(list(range(8))) for s in range(4)},
+    }
+    primary = analysis.compare(arms, "taura", "grpo", None)
+    assert primary["per_seed"] == {0: 0.0, 1: 1 / 16, 2: 0.0, 3: 1 / 16}
+    assert primary["t"]["mean"] == pytest.approx(1 / 32) and "bootstrap" in primary
+    versus_sft = analysis.compare(arms, "grpo", None, run(list(range(4))))
+    assert all(v == pytest.approx(4 / 16) for v in versus_sft["per_seed"].values())
+
+
+def test_compact_captions_name_what_each_pool_frame_shows(tmp_path: Path) -> None:
+    from envs.synth import generate_benchmark
+    from omniagent.backends.synth_compact import parse_compact
+    from omniagent.backends.synth_world import SynthWorld
+    from recipes.testbed.captions import pool_chats, shows_digit
+
+    tasks = generate_benchmark(tmp_path, seed=3, n_videos=1, durations=[60.0], config={"level": "search"})
+    world = SynthWorld.for_media(tasks[0].media)
+    chats = pool_chats(tmp_path, seed=0, per_event=2)
+    assert len(chats) == 16  # 2 frames in each of the 4 digits, and as many at random times
+    digits = [c for c in chats if shows_digit(c)]
+    assert len(digits) >= 8
+    for chat in chats:
+        label = float(chat[0]["content"][0]["text"].removeprefix("Frame at ").rstrip("s:"))
+        (claim,) = parse_compact(chat[1]["content"][0]["text"])
+        truth = {(i.kind, i.value) for i in world.frame(label)}
+        assert claim.first == int(label) and {(i.kind, i.value) for i in claim.items} == truth
