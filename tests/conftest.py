@@ -1,5 +1,6 @@
 """Shared fixtures: generated media with known content (see tests/media_factory.py), a small synthetic benchmark,
-and a small SFT set (two replayed episodes, their per-turn parquet, the tiny thinker, the dataset over both)."""
+a small SFT set (two replayed episodes, their per-turn parquet, the tiny thinker, the dataset over both), the
+TAURA launcher's tiny config, and the local trainer's tiny run (its tasks, config and an oracle's turns)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from media_factory import make_audio, make_video
-from testkit import SMALL_SYNTH, sft_dataset, sft_trajectories
+from testkit import (
+    SMALL_SYNTH,
+    TRAIN_LOCAL_SMALL,
+    compose_taura,
+    mcq_tasks,
+    sft_dataset,
+    sft_trajectories,
+    synth_tasks,
+)
 
 if TYPE_CHECKING:
     from envs.tasks import Task
@@ -97,3 +106,68 @@ def tiny3_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def dataset(parquet: Path, tiny_dir: Path) -> Any:
     """:class:`rl.sft.dataset.OmniTurnSFTDataset` over :func:`parquet` with the tiny thinker's tokenizer."""
     return sft_dataset(parquet, tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def tiny_thinker(tiny_dir: Path) -> tuple[Any, Any]:
+    """``(model, processor)`` of the tiny random thinker of :func:`tiny_dir`."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from omniagent.tiny_model import build_tiny_thinker
+
+    return build_tiny_thinker(seed=0, out_dir=tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def taura_cfg() -> Any:
+    """``conf/rl/taura.yaml`` composed with ``+exp=tiny`` (:func:`testkit.compose_taura`; needs verl)."""
+    return compose_taura("tiny")
+
+
+@pytest.fixture(scope="module")
+def train_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The mcq tasks of one 30 s synthetic video (seed 1): the local trainer's training set. Every task of that
+    video is in ``train_tasks.parent / "s1" / "tasks.jsonl"``."""
+    root = tmp_path_factory.mktemp("synth_train")
+    return mcq_tasks(synth_tasks(root / "s1", seed=1, n=1), root / "mcq.jsonl")
+
+
+@pytest.fixture(scope="module")
+def random_dir(tiny_dir: Path) -> Path:
+    """The random tiny thinker as a checkpoint folder (:func:`tiny_dir`; by path: "tiny" names the shipped agent)."""
+    return tiny_dir
+
+
+@pytest.fixture(scope="module")
+def cfg_tiny(train_tasks: Path, random_dir: Path) -> Any:
+    """The local trainer's config of a tiny run (:data:`testkit.TRAIN_LOCAL_SMALL`) on :func:`train_tasks`."""
+    from rl.train_local import compose_config
+
+    return compose_config(
+        [*TRAIN_LOCAL_SMALL, f"actor_rollout_ref.model.path={random_dir}", f"local.train_tasks={train_tasks}"]
+    )
+
+
+@pytest.fixture(scope="module")
+def oracle_turns(train_tasks: Path, random_dir: Path) -> tuple[Any, ...]:
+    """Contexts and outputs of a looking oracle (frames, then the answer) on one training task, with the
+    tiny random policy and its encoder: ``(policy, encoder, task, trajectory, rows)``."""
+    from envs.env import OmniVideoEnv
+    from envs.tasks import load_tasks_jsonl
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+    from rl.local.groups import RecordingPolicy
+    from rl.local.rollout import TurnEncoder, TurnRow
+
+    policy = make_policy("transformers", model=str(random_dir), dtype="float32", max_new_tokens=8)
+    encoder = TurnEncoder(policy.processor, policy.model.config)
+    task = load_tasks_jsonl(train_tasks)[0]
+    recorder = RecordingPolicy(make_policy("oracle", look=True, evidence=task.evidence, frames_per_span=2))
+    traj = run_episode(OmniVideoEnv(), recorder, task.env_options(4))
+    rows = []
+    for k, ((context, out), rec) in enumerate(zip(recorder.turns, traj.turns, strict=True)):
+        item = encoder.encode(
+            [*context, {"role": "assistant", "content": [{"type": "text", "text": out.text}]}]
+        )
+        rows.append(TurnRow(item, 0, 0, k, traj.reward, rec, context))
+    return policy, encoder, task, traj, rows

@@ -1,4 +1,5 @@
-"""The ``omniagent`` verl agent loop (rl/verl_ext/agent_loop.py) on CPU (verl's Omni support itself: test_verl_omni.py).
+"""The ``omniagent`` verl agent loop (rl/verl_ext/agent_loop.py) on CPU (verl's Omni support itself: test_verl_omni.py;
+its settings and rewards without a worker: test_agent_loop_settings.py).
 
 Everything real except the rollout server: the tiny random Qwen2.5-Omni thinker and its processor, the
 environment on generated media, verl 0.9.1's own agent-loop worker (``AgentLoopWorkerTQ._run_agent_loop``:
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -22,16 +22,14 @@ from testkit import verl_tiny_thinker
 
 pytest.importorskip("verl", reason="verl is not installed (pip install 'verl[verl-core]==0.9.1')")
 
-from hydra import compose, initialize_config_dir  # noqa: E402
 from verl.trainer.ppo.v1 import agent_loop_tq  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
 from verl.utils.model import extract_multi_modal_inputs  # noqa: E402
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
-from envs.limits import EnvLimits  # noqa: E402
-from envs.tasks import Task, save_tasks_jsonl  # noqa: E402
-from omniagent.tiny_model import AUDIO_CHUNK_SECONDS, MAX_PIXELS, MIN_PIXELS  # noqa: E402
+from envs.tasks import Task  # noqa: E402
+from omniagent.tiny_model import MAX_PIXELS, MIN_PIXELS  # noqa: E402
 from rl.verl_ext import agent_loop as al  # noqa: E402
 from rl.verl_ext import (  # noqa: E402
     media_tokens,
@@ -40,7 +38,6 @@ from rl.verl_ext import (  # noqa: E402
 from rl.verl_ext import omni_patches as verl_omni  # noqa: E402  (patches verl as external_lib would)
 from rl.verl_ext import trainer as verl_trainer  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 UID = "prompt-7"
 SIZE = {"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS}
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
@@ -72,12 +69,6 @@ def turn_text(action: dict) -> str:
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return verl_tiny_thinker(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
-def cfg():
-    with initialize_config_dir(config_dir=str(REPO / "conf" / "rl"), version_base=None):
-        return compose(config_name="taura", overrides=["+exp=tiny"])
 
 
 @pytest.fixture(scope="module")
@@ -178,10 +169,10 @@ def _row(task: Task, session: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def rollout(tiny, cfg, task):
+def rollout(tiny, taura_cfg, task):
     """Both sessions through verl's own worker code; returns the outputs, the TQ puts and the fake servers."""
     worker = object.__new__(agent_loop_tq.AgentLoopWorkerTQ.__ray_actor_class__)  # no Ray, no TQ init
-    worker.config = cfg
+    worker.config = taura_cfg
     worker.tokenizer, worker.processor = tiny.tokenizer, tiny.processor
     worker.hf_model_type, worker.dataset_cls, worker.tools = "qwen2_5_omni_thinker", RLHFDataset, []
     worker.reward_loop_worker_handles = None  # the agent loop sets the reward itself
@@ -237,91 +228,7 @@ def _media_blocks(ids: list[int], tiny) -> dict[str, int]:
     return counts
 
 
-# ------------------------------------------------------------------ settings and responses
-
-
-def test_the_prior_floor_reaches_every_turns_reward(tmp_path):
-    """``env.reward.prior_tasks`` in verl's agent loop: the tally carries the prior's score and every turn's row gets
-    the score above it (tests/test_reward.py checks the fit)."""
-    task = Task(id="n0", media="v.mp4", question="How many beeps?", task_type="num", answer=3.0)
-    prior_file = save_tasks_jsonl([task.model_copy(update={"id": f"c{i}", "answer": 2.0}) for i in range(2)],
-                                  tmp_path / "prior.jsonl")  # fmt: skip
-    loop = object.__new__(al.OmniAgentLoop)  # no verl worker: _finish reads only the settings
-    loop.settings = al.EnvSettings(reward=al.RewardConfig(prior_tasks=str(prior_file)))
-    tally = al.EpisodeTally(budget=3, prior=al.prior_score(loop.settings.reward, task))
-    assert tally.prior == pytest.approx(0.4)  # the constant 2 against the truth 3 (MRA)
-    tally.step(1.0, True, {"action_type": "answer", "timestamps": []}, None)
-    outputs = loop._finish([SimpleNamespace(extra_fields={}) for _ in range(2)], tally)
-    assert [o.reward_score for o in outputs] == pytest.approx([0.6, 0.6])
-    assert outputs[0].extra_fields["env_reward"] == 1.0  # the environment's own score is kept beside it
-
-
-def test_the_num_credit_grades_the_answer_the_episode_gave(tmp_path):
-    """``env.reward.num_credit`` in verl's agent loop: the tally keeps the parsed answer of the answering step
-    and the task's truth, and every turn's row gets the credit for its closeness (tests/test_reward.py grades it)."""
-    loop = object.__new__(al.OmniAgentLoop)
-    loop.settings = al.EnvSettings(reward=al.RewardConfig(num_credit=0.5))
-    tally = al.EpisodeTally(budget=3, task_type="num", truth=2000.0)
-    tally.step(0.0, False, {"action_type": "get_audio", "timestamps": [1.0, 2.0]}, None)
-    assert tally.answer is None
-    tally.step(0.0, True, {"action_type": "answer", "timestamps": [], "answer": 240.0}, None)
-    outputs = loop._finish([SimpleNamespace(extra_fields={}) for _ in range(2)], tally)
-    expected = 0.5 * al.answer_closeness(loop.settings.reward, "num", 240.0, 2000.0)
-    assert 0.0 < expected < 0.5 and [o.reward_score for o in outputs] == pytest.approx([expected, expected])
-    mcq = al.EpisodeTally(budget=3, task_type="mcq", truth="B")
-    mcq.step(1.0, True, {"action_type": "answer", "timestamps": [], "answer": "B"}, None)
-    assert loop._finish([SimpleNamespace(extra_fields={})], mcq)[0].reward_score == 1.0  # not graded
-
-
-def test_turn_budget_reward_and_settings(cfg):
-    turns = al.TurnBudgetConfig(min=5, max=10, dynamic_by_duration=True, seconds_per_extra_turn=60)
-    assert [al.turn_budget(d, turns) for d in (20, 60, 299, 3600, None)] == [5, 6, 9, 10, 5]
-    uniform = al.TurnBudgetConfig(min=5, max=10, dynamic_by_duration=False, sample_uniform=True)
-    draws = [al.turn_budget(600, uniform, al.episode_rng("u", s, 1)) for s in range(40)]
-    assert set(draws) <= set(range(5, 11)) and len(set(draws)) > 1
-    assert draws == [al.turn_budget(600, uniform, al.episode_rng("u", s, 1)) for s in range(40)]
-    assert al.turn_budget(600, al.TurnBudgetConfig(dynamic_by_duration=False)) == 10
-    with pytest.raises(ValueError):
-        al.TurnBudgetConfig(min=6, max=5)
-
-    shaping = al.RewardConfig(format_error_penalty=0.1, no_answer_penalty=0.5)
-    assert al.shaped_reward(1.0, 2, True, shaping) == pytest.approx(0.8)
-    assert al.shaped_reward(0.0, 0, False, shaping) == pytest.approx(-0.5)
-
-    # the evidence gate (rl/algo/reward.py) reads the spans the environment reported, refused turns excepted
-    tally = al.EpisodeTally(budget=5, evidence=[[9.0, 11.0]])
-    tally.step(0.0, False, {"action_type": "get_audio", "timestamps": [2.0, 14.0], "error": "bad"}, None)
-    assert not tally.evidence_seen and tally.format_errors == 1
-    tally.step(0.0, False, {"action_type": "get_frames", "timestamps": [0.0, 10.0, 20.0]}, None)
-    tally.step(1.0, True, {"action_type": "answer", "timestamps": []}, None)
-    assert tally.evidence_seen and al.EpisodeTally(budget=5).evidence_seen  # no evidence: nothing to gate
-    gated = al.RewardConfig(evidence_gate=True)
-    assert al.shaped_reward(1.0, 0, True, gated, tally.evidence_seen) == 1.0
-    assert al.shaped_reward(1.0, 0, True, gated, False) == 0.0
-    # the reading credit reads what each turn wrote and was served (tests/test_reward.py scores it)
-    parsed = {"observation": "none", "thought": "t", "action": {"type": "get_frames", "start": 0, "end": 20}}
-    read = al.EpisodeTally(budget=5, media="/no/such/video.mp4")
-    read.step(0.0, False, {"parsed": parsed, "action_type": "get_frames", "timestamps": [0.0, 10.0]}, None)
-    read.step(0.0, False, {"action_type": None, "timestamps": [], "error": "bad_json"}, None)
-    assert [(t.observation, t.action, t.timestamps, t.error) for t in read.turns] == [
-        ("none", parsed["action"], [0.0, 10.0], None),
-        (None, None, [], "bad_json"),
-    ]
-    # media without a synthetic ground truth earn no credit
-    assert read.reading() is None and read.reading("events") is None
-
-    settings = al.EnvSettings.from_config(cfg.env)  # the composed tiny config
-    assert settings.limits == EnvLimits(**cfg.env.limits) and settings.turns == al.TurnBudgetConfig(
-        **cfg.env.turns
-    )
-    assert settings.reward == al.RewardConfig()  # the shared config's default: the plain outcome reward
-    # the tiny checkpoint's Whisper features hold AUDIO_CHUNK_SECONDS: longer audio calls must be refused
-    assert settings.limits.max_audio_s <= AUDIO_CHUNK_SECONDS
-    # every verl process loads our Omni support, and rows without an agent_name run our loop
-    assert cfg.actor_rollout_ref.model.external_lib == verl_omni.__name__
-    assert cfg.actor_rollout_ref.rollout.agent.default_agent_loop == al.AGENT_NAME
-    with pytest.raises(ValueError, match="unknown env settings"):
-        al.EnvSettings.from_config({"turn": {}})
+# ------------------------------------------------------------------ responses
 
 
 def test_responses_are_cut_before_media_tokens(tiny):
@@ -478,7 +385,7 @@ def test_audio_features_survive_collation(rollout):
 
 
 @pytest.mark.slow
-def test_taura_advantages_on_agent_loop_rows(rollout, cfg):
+def test_taura_advantages_on_agent_loop_rows(rollout, taura_cfg):
     fields, entropies = [], []
     for i, row in enumerate(rollout.rows):
         n = row["responses"].shape[0]
@@ -488,7 +395,7 @@ def test_taura_advantages_on_agent_loop_rows(rollout, cfg):
         selected.update(entropy=torch.full((n,), h), old_log_probs=torch.full((n,), -1.0))
         fields.append(selected)
     output, metrics = verl_trainer.compute_taura_advantage(
-        list_of_dict_to_tensordict(fields), rollout.keys, cfg
+        list_of_dict_to_tensordict(fields), rollout.keys, taura_cfg
     )
 
     valid = [bool(r["response_mask"].sum() > 0) for r in rollout.rows]
@@ -507,11 +414,11 @@ def test_taura_advantages_on_agent_loop_rows(rollout, cfg):
 # ------------------------------------------------------------------ dataset rows, smoke script
 
 
-def test_rl_rows_load_in_verls_dataset(tiny, cfg, task, tmp_path):
+def test_rl_rows_load_in_verls_dataset(tiny, taura_cfg, task, tmp_path):
     path = rl_dataset.write_rl_parquet(
         [task, task.model_copy(update={"id": "synth-2", "answer": "A"})], tmp_path / "t.parquet"
     )
-    dataset = RLHFDataset([str(path)], tiny.tokenizer, cfg.data, tiny.processor)
+    dataset = RLHFDataset([str(path)], tiny.tokenizer, taura_cfg.data, tiny.processor)
     item = dataset[1]
     assert item["agent_name"] == "omniagent" and item["index"] == 1
     assert item["raw_prompt"][0]["content"].startswith(task.question)

@@ -1,17 +1,13 @@
-"""Chat messages -> Qwen2.5-Omni processor / vLLM inputs, checked token by token on the tiny thinker."""
+"""Chat messages -> Qwen2.5-Omni processor / vLLM inputs, checked token by token on the tiny thinker (the transformers
+policy that runs them: test_transformers_policy.py)."""
 
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
+from testkit import RNG, SR, SYSTEM, audio_part, audio_tokens, image_part, text, tone, user
 
 from omniagent.backends.convert import (
     build_model_inputs,
@@ -23,33 +19,9 @@ from omniagent.backends.entropy import topk_entropy, topk_entropy_gap
 from omniagent.backends.vllm_backend import build_vllm_request
 from omniagent.policy import POLICIES, make_policy
 
-RNG = np.random.default_rng(1234)
-SR = 16_000
-
-
-def image(h: int = 64, w: int = 64) -> np.ndarray:
-    return RNG.integers(0, 256, (h, w, 3), dtype=np.uint8)
-
 
 def frames(n: int, h: int = 64, w: int = 64) -> np.ndarray:
     return RNG.integers(0, 256, (n, h, w, 3), dtype=np.uint8)
-
-
-def tone(seconds: float) -> np.ndarray:
-    t = np.arange(int(seconds * SR)) / SR
-    return (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-
-
-def text(s: str) -> dict:
-    return {"type": "text", "text": s}
-
-
-def image_part(ts: float, h: int = 64, w: int = 64) -> dict:
-    return {"type": "image", "image": image(h, w), "timestamp": ts}
-
-
-def audio_part(start: float, end: float) -> dict:
-    return {"type": "audio", "audio": tone(end - start), "sampling_rate": SR, "start": start, "end": end}
 
 
 def video_part(start: float, n: int, fps: float, with_audio: bool) -> dict:
@@ -67,13 +39,6 @@ def video_part(start: float, n: int, fps: float, with_audio: bool) -> dict:
     }
 
 
-def user(*parts: dict) -> dict:
-    return {"role": "user", "content": list(parts)}
-
-
-SYSTEM = {"role": "system", "content": [text("Answer with JSON.")]}
-
-
 def runs(ids: list[int], token: int) -> list[tuple[int, int]]:
     """(start, length) of each maximal run of ``token``."""
     out, i = [], 0
@@ -87,12 +52,6 @@ def runs(ids: list[int], token: int) -> list[tuple[int, int]]:
         else:
             i += 1
     return out
-
-
-def audio_tokens(n_samples: int) -> int:
-    """Qwen2.5-Omni audio tokens for a clip: mel frames (hop 160) -> conv stride 2 -> pool 2."""
-    mel = n_samples // 160
-    return ((mel - 1) // 2 + 1 - 2) // 2 + 1
 
 
 # --------------------------------------------------------------------------------------------------
@@ -181,8 +140,8 @@ def test_topk_entropy_documented_bounds(scale: float) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def test_vllm_request_builder(tiny) -> None:
-    _, processor = tiny
+def test_vllm_request_builder(tiny_thinker) -> None:
+    _, processor = tiny_thinker
     img = image_part(3.0)
     aud = audio_part(10.0, 12.0)
     vid = video_part(20.0, 5, 2.5, with_audio=True)
@@ -232,26 +191,12 @@ def test_vllm_policy_needs_vllm() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("tiny-convert") / "seed0"
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dir: Path):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from omniagent.tiny_model import build_tiny_thinker
-
-    return build_tiny_thinker(seed=0, out_dir=tiny_dir)
-
-
 def token_id(processor, token: str) -> int:
     return processor.tokenizer.convert_tokens_to_ids(token)
 
 
-def test_image_tokens_match_grids_and_labels_precede_frames(tiny) -> None:
-    _, processor = tiny
+def test_image_tokens_match_grids_and_labels_precede_frames(tiny_thinker) -> None:
+    _, processor = tiny_thinker
     labels = ["[t=1.0s]", "[t=2.5s]", "[t=61.25s]"]
     parts = [text("Frames:\n")]
     sizes = [(64, 64), (64, 64), (60, 100)]
@@ -276,8 +221,8 @@ def test_image_tokens_match_grids_and_labels_precede_frames(tiny) -> None:
     assert prepared.use_audio_in_video is False and "use_audio_in_video" not in batch
 
 
-def test_video_tokens_fps_and_odd_frames(tiny) -> None:
-    _, processor = tiny
+def test_video_tokens_fps_and_odd_frames(tiny_thinker) -> None:
+    _, processor = tiny_thinker
     vid = video_part(100.0, 7, 2.0, with_audio=False)
     batch, prepared = build_model_inputs([user(text("[clip 100.0-103.5s]"), vid)], processor)
     assert prepared.call_kwargs["videos_kwargs"]["size"] == {
@@ -296,8 +241,8 @@ def test_video_tokens_fps_and_odd_frames(tiny) -> None:
     assert batch["video_second_per_grid"].tolist() == [pytest.approx(1.0), pytest.approx(0.5)]
 
 
-def test_audio_tokens_match_length(tiny) -> None:
-    _, processor = tiny
+def test_audio_tokens_match_length(tiny_thinker) -> None:
+    _, processor = tiny_thinker
     clips = [audio_part(0.0, 2.3), audio_part(50.0, 51.0)]
     batch, _ = build_model_inputs([user(text("[0-2.3s]"), clips[0], text("[50-51s]"), clips[1])], processor)
     ids = batch["input_ids"][0].tolist()
@@ -308,8 +253,8 @@ def test_audio_tokens_match_length(tiny) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")  # inside transformers
-def test_audio_in_video_interleaves_and_reaches_positions(tiny) -> None:
-    model, processor = tiny
+def test_audio_in_video_interleaves_and_reaches_positions(tiny_thinker) -> None:
+    model, processor = tiny_thinker
     import torch
 
     vid = video_part(300.0, 8, 2.0, with_audio=True)  # 4 s: 4 temporal grids, 100 audio tokens
@@ -355,8 +300,8 @@ def test_audio_in_video_interleaves_and_reaches_positions(tiny) -> None:
     assert not torch.allclose(with_flag[0, -1], without[0, -1])  # dropping the flag changes the output
 
 
-def test_mixed_videos_send_clip_audio_separately(tiny) -> None:
-    _, processor = tiny
+def test_mixed_videos_send_clip_audio_separately(tiny_thinker) -> None:
+    _, processor = tiny_thinker
     with_audio = video_part(10.0, 4, 2.0, with_audio=True)
     silent = video_part(20.0, 4, 2.0, with_audio=False)
     batch, prepared = build_model_inputs([user(with_audio, silent)], processor)
@@ -369,149 +314,3 @@ def test_mixed_videos_send_clip_audio_separately(tiny) -> None:
         audio_tokens(with_audio["audio"].size)
     ]
     assert [n for _, n in runs(ids, token_id(processor, "<|VIDEO|>"))] == [8, 8]
-
-
-# --------------------------------------------------------------------------------------------------
-# The transformers policy
-# --------------------------------------------------------------------------------------------------
-
-
-def test_transformers_policy_logprobs_match_forward(tiny, tiny_dir: Path) -> None:
-    import torch
-
-    model, processor = tiny
-    policy = make_policy(
-        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=6
-    )
-    messages = [SYSTEM, user(text("[t=4.0s]"), image_part(4.0), text("What is shown?"))]
-    out = policy.act(messages)
-    assert out.completion_tokens == len(out.token_logprobs) == len(out.token_entropies) > 0
-    assert out.entropy == pytest.approx(np.mean(out.token_entropies))
-    assert out.entropy_is_estimate is False and out.entropy_estimator == "exact" and out.model_seconds > 0
-
-    batch, _ = build_model_inputs(messages, processor)
-    prompt = batch["input_ids"]
-    assert out.prompt_tokens == prompt.shape[1]
-    # Re-run prompt + completion in one forward pass and recompute by hand in numpy.
-    gen = policy.model.generate(**batch, generation_config=policy.generation_config).sequences[
-        0, prompt.shape[1] :
-    ]
-    assert processor.tokenizer.decode(gen, skip_special_tokens=True) == out.text
-    full = torch.cat([prompt, gen[None]], dim=1)
-    fwd = dict(batch)
-    fwd["input_ids"], fwd["attention_mask"] = full, torch.ones_like(full)
-    with torch.inference_mode():
-        logits = model(**fwd).logits[0, prompt.shape[1] - 1 : -1].double().numpy()
-    z = logits - logits.max(-1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
-    entropy = -(np.exp(logp) * logp).sum(-1)
-    chosen = logp[np.arange(len(gen)), gen.numpy()]
-    np.testing.assert_allclose(out.token_entropies, entropy, atol=2e-4)
-    np.testing.assert_allclose(out.token_logprobs, chosen, atol=2e-4)
-    assert gen.tolist() == logits.argmax(-1).tolist()  # temperature 0 is greedy
-
-
-def test_transformers_policy_loads_tiny_by_path(tiny_dir: Path) -> None:
-    messages = [user(text("[audio 0-1s]"), audio_part(0.0, 1.0), text("Heard?"))]
-    by_name = make_policy("transformers", model="tiny-random", tiny_dir=str(tiny_dir), max_new_tokens=4).act(
-        messages
-    )
-    by_path = make_policy("transformers", model=str(tiny_dir), dtype="float32", max_new_tokens=4).act(
-        messages
-    )
-    assert by_path.text == by_name.text
-    assert by_path.token_logprobs == pytest.approx(by_name.token_logprobs, abs=1e-5)
-    assert by_path.prompt_tokens == by_name.prompt_tokens > audio_tokens(SR)
-
-    sampler = make_policy(
-        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), temperature=0.7, top_p=0.9
-    )
-    config = sampler.generation_config
-    assert (config.do_sample, config.temperature, config.top_p) == (True, 0.7, 0.9)
-    assert config.output_logits and config.return_dict_in_generate
-    eos = sampler.processor.tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    assert config.eos_token_id == eos
-
-
-def test_transformers_policy_shared_by_two_threads(tiny, tiny_dir: Path) -> None:
-    """Eval workers may share one policy: generation is serialised by its lock (the intervals of the
-    model's ``generate`` calls never overlap) and each result equals the one computed alone."""
-    policy = make_policy(
-        "transformers", model="tiny-random", tiny_dir=str(tiny_dir), device="cpu", max_new_tokens=4
-    )
-    contexts = [[SYSTEM, user(text(f"[t={t}s]"), image_part(t), text("What?"))] for t in (1.0, 6.0)]
-    alone = [policy.act(c).text for c in contexts]
-    spans: list[tuple[float, float]] = []
-    generate = policy.model.generate
-
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        out = generate(*args, **kwargs)
-        time.sleep(0.05)  # widen the window a second thread would need to overlap
-        spans.append((t0, time.perf_counter()))
-        return out
-
-    policy.model.generate = timed
-    with ThreadPoolExecutor(2) as pool:
-        together = [o.text for o in pool.map(policy.act, contexts * 2)]
-    assert together == alone * 2
-    spans.sort()
-    assert len(spans) == 4 and all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
-
-
-def test_transformers_classes_are_imported_at_construction() -> None:
-    """transformers resolves its names lazily and two threads doing that at once raced
-    (ImportError: cannot import name 'Qwen2_5OmniProcessor'); the backend resolves them up front."""
-    names = ["Qwen2_5OmniProcessor", "Qwen2_5OmniThinkerForConditionalGeneration", "GenerationConfig"]
-    code = (
-        "import transformers\n"
-        f"names = {names!r}\n"
-        "before = [n in vars(transformers) for n in names]\n"
-        "from omniagent.backends.transformers_backend import _import_transformers\n"
-        "_import_transformers()\n"
-        "print(before, [n in vars(transformers) for n in names])"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
-    )
-    assert out.stdout.strip().splitlines()[-1] == f"{[False] * 3} {[True] * 3}"
-
-
-def test_transformers_policy_load_errors(tmp_path: Path) -> None:
-    with pytest.raises(OSError, match="--model tiny"):
-        make_policy("transformers", model=str(tmp_path))  # a folder without config.json
-    with pytest.raises(OSError, match="--backend openai --base-url"):
-        make_policy("transformers", model="/no/such/checkpoint")
-    with pytest.raises(ValueError, match="temperature"):
-        make_policy("transformers", model="tiny-random", temperature=-1)
-
-
-def test_a_context_the_model_cannot_take_is_a_policy_error_and_the_env_refuses_its_cause(
-    tiny_dir: Path, video_path: Path
-) -> None:
-    """A 10 ms clip gives Qwen2.5-Omni's processor no audio token and its forward pass fails. With the
-    environment's floor lifted (``min_clip_s=0``), the backend turns that failure into a PolicyError
-    (the episode loop records it and a batch moves on); with the default floor the env rejects the clip."""
-    import json
-
-    from envs.env import OmniVideoEnv
-    from omniagent.policy import PolicyError
-
-    policy = make_policy("transformers", model="tiny-random", tiny_dir=str(tiny_dir), max_new_tokens=4)
-    clip = json.dumps(
-        {"observation": "none", "thought": "t", "action": {"type": "get_clip", "start": 1.0, "end": 1.01}}
-    )
-    for floor, error in ((0.0, None), (None, "span_too_short")):
-        env = OmniVideoEnv(
-            media=str(video_path), question="q", task_type="num", answer=1,
-            limits={} if floor is None else {"min_clip_s": floor},
-        )  # fmt: skip
-        env.reset()
-        obs, _, _, _, info = env.step(clip)
-        assert info["error"] == error
-        if floor is None:
-            assert policy.act(obs).text is not None  # the error percept is an ordinary context
-        else:
-            with pytest.raises(PolicyError, match="failed on this context .* prompt tokens"):
-                policy.act(obs)
-        env.close()

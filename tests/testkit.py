@@ -6,14 +6,20 @@ written out in several test files; one copy keeps them the same.
 
 from __future__ import annotations
 
+import copy
+import csv
+import functools
 import json
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from envs.jsonl import read_jsonl
 from envs.messages import count_media_parts
 from omniagent.policy_base import Policy, TurnOutput
 
@@ -262,3 +268,89 @@ def play_every_percept(model: Policy, media: Path) -> tuple[Any, ForcedActions]:
     finally:
         env.close()
     return traj, policy
+
+
+def compose_taura(exp: str, *overrides: str) -> Any:
+    """``conf/rl/taura.yaml`` (what ``python rl/train_taura.py`` reads; needs verl) composed in process with
+    ``+exp=<exp>`` and ``overrides``: a fresh copy each call of one cached composition."""
+    return copy.deepcopy(_compose_taura_cached((f"+exp={exp}", *overrides)))
+
+
+@functools.cache
+def _compose_taura_cached(overrides: tuple[str, ...]) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf" / "rl"), version_base=None):
+        return compose(config_name="taura", overrides=list(overrides))
+
+
+def rows_of(out: Path) -> list[dict[str, Any]]:
+    """The rows an eval run wrote to ``out / "results.jsonl"``."""
+    return read_jsonl(out / "results.jsonl")
+
+
+# The local trainer (rl/train_local.py) at tiny scale: 1-2 groups of 2-4 episodes, 2 turns each, short outputs.
+TRAIN_LOCAL_SMALL = ["+exp=tiny", "data.train_batch_size=1", "actor_rollout_ref.rollout.n=2",
+                     "data.max_response_length=16", "actor_rollout_ref.actor.ppo_mini_batch_size=1", "env.turns.min=2",
+                     "env.turns.max=2", "local.progress=false"]  # fmt: skip
+
+
+def synth_tasks(out: Path, seed: int, n: int) -> Path:
+    """``python -m envs.synth`` with ``n`` 30 s videos of ``seed`` in ``out``: the path of its tasks.jsonl."""
+    cmd = [sys.executable, "-m", "envs.synth", "--out", str(out), "--seed", str(seed), "--n", str(n),
+           "--durations", "30"]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, cwd=ROOT, timeout=300)
+    return out / "tasks.jsonl"
+
+
+def mcq_tasks(tasks: Path, out: Path) -> Path:
+    """The mcq tasks of the tasks.jsonl ``tasks``, saved to ``out``."""
+    from envs.tasks import load_tasks_jsonl, save_tasks_jsonl
+
+    save_tasks_jsonl([t for t in load_tasks_jsonl(tasks) if t.task_type == "mcq"], out)
+    return out
+
+
+def read_csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV file with a header line (a trainer's metrics.csv)."""
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+# Chat messages with media parts, as the model backends take them (random pixels, 440 Hz tones).
+RNG = np.random.default_rng(1234)
+SR = 16_000
+
+
+def image(h: int = 64, w: int = 64) -> np.ndarray:
+    return RNG.integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+def tone(seconds: float) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+
+
+def text(s: str) -> dict:
+    return {"type": "text", "text": s}
+
+
+def image_part(ts: float, h: int = 64, w: int = 64) -> dict:
+    return {"type": "image", "image": image(h, w), "timestamp": ts}
+
+
+def audio_part(start: float, end: float) -> dict:
+    return {"type": "audio", "audio": tone(end - start), "sampling_rate": SR, "start": start, "end": end}
+
+
+def user(*parts: dict) -> dict:
+    return {"role": "user", "content": list(parts)}
+
+
+SYSTEM = {"role": "system", "content": [text("Answer with JSON.")]}
+
+
+def audio_tokens(n_samples: int) -> int:
+    """Qwen2.5-Omni audio tokens for a clip: mel frames (hop 160) -> conv stride 2 -> pool 2."""
+    mel = n_samples // 160
+    return ((mel - 1) // 2 + 1 - 2) // 2 + 1

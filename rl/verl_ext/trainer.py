@@ -8,7 +8,7 @@ fetches a fixed field list from TransferQueue and hands custom estimators only r
 config, so the per-token ``entropy`` that ``_compute_old_log_prob`` already stored never reaches them.
 :class:`TauraPPOTrainer` subclasses the sync trainer and overrides that one method: same steps as verl's
 (KL-in-reward, rollout correction, nested write-back), with the estimator looked up by name and given the
-entropy, the row keys and the ``taura`` settings too. ``tests/test_train_taura_config.py`` pins the
+entropy, the row keys and the ``taura`` settings too. ``tests/test_verl_taura_trainer.py`` pins the
 signatures of the verl functions this copy of verl's method depends on.
 
 Row ids come from the TransferQueue keys ``{uid}_{session_id}_{i}`` that verl's
