@@ -37,6 +37,7 @@ class ResetInfo(TypedDict):
     timestamps: list[float]  # empty
     frames_used: int  # 0
     audio_seconds_used: float  # 0.0
+    clip_seconds_used: float  # 0.0
 
 
 class StepInfo(TypedDict):
@@ -51,7 +52,8 @@ class StepInfo(TypedDict):
     parsed: dict[str, Any] | None  # the parsed Turn (observation, thought, action) or None
     action_type: str | None  # "get_frames" | "get_audio" | "get_clip" | "answer" when parsed
     frames_used: int  # frames served so far in the episode
-    audio_seconds_used: float  # seconds of audio served so far
+    audio_seconds_used: float  # seconds of audio served so far (get_audio, and a clip's sound)
+    clip_seconds_used: float  # seconds get_clip served so far (spans after trimming; refused: 0)
     stop_reason: NotRequired[Literal["answered", "turn_budget"]]  # only when the episode ends
     answer: NotRequired[Any]  # the parsed answer (a letter, intervals, a number, text)
     reward_available: NotRequired[bool]  # False when there is no truth, or an ff answer has no judge

@@ -120,6 +120,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         self.turn = 0
         self.frames_used = 0
         self.audio_seconds_used = 0.0
+        self.clip_seconds_used = 0.0
         self.done = True
         self._source: MediaSource | None = None
         self._messages: list[Message] = []
@@ -134,9 +135,9 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         Returns the observation and a :class:`~envs.contract.ResetInfo`: ``turn`` (0),
         ``max_turns``, ``media`` (probe results), ``task`` (question, task_type, choices, answer),
         ``task_id``, ``error`` (None), ``timestamps`` ([]), ``frames_used`` (0),
-        ``audio_seconds_used`` (0.0). Raises ValueError for a task that cannot be run (no media or
-        question, unknown task type, an mcq without choices or with more than 26, ``max_turns``
-        below 1) and :class:`envs.errors.MediaError` for an unusable file.
+        ``audio_seconds_used`` (0.0), ``clip_seconds_used`` (0.0). Raises ValueError for a task that
+        cannot be run (no media or question, unknown task type, an mcq without choices or with more
+        than 26, ``max_turns`` below 1) and :class:`envs.errors.MediaError` for an unusable file.
         """
         super().reset(seed=seed)
         self.done = True  # until the new episode is ready
@@ -147,7 +148,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         self._open(str(task["media"]))
         self.task, self.task_id, self.max_turns = task, task.get("id"), max_turns
         self.scorer = get_scorer(task["task_type"], self.limits.max_answer_chars)
-        self.turn, self.frames_used, self.audio_seconds_used = 0, 0, 0.0
+        self.turn, self.frames_used, self.audio_seconds_used, self.clip_seconds_used = 0, 0, 0.0, 0.0
         self._percepts = []
         self._messages = self._first_messages()
         self.done = False
@@ -169,6 +170,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
             "timestamps": [],
             "frames_used": 0,
             "audio_seconds_used": 0.0,
+            "clip_seconds_used": 0.0,
         }
         return self._observation(), info
 
@@ -231,9 +233,9 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         Returns ``(observation, reward, terminated, truncated, info)`` with a
         :class:`~envs.contract.StepInfo`: ``turn``, ``max_turns``, ``error`` and
         ``error_message`` (None unless rejected), ``notes``, ``timestamps``, ``parsed``,
-        ``action_type``, ``frames_used``, ``audio_seconds_used``; when the episode ends also
-        ``stop_reason`` ("answered" | "turn_budget"); on an answer ``answer`` and
-        ``reward_available``. Any string is a valid action (bad ones become error percepts); a
+        ``action_type``, ``frames_used``, ``audio_seconds_used``, ``clip_seconds_used`` (the seconds
+        served by get_clip so far, after trimming to the file); when the episode ends also
+        ``stop_reason`` ("answered" | "turn_budget"); on an answer ``answer`` and ``reward_available``. Any string is a valid action (bad ones become error percepts); a
         non-string raises TypeError and no episode running raises EpisodeOver, both before the
         turn is counted.
         """
@@ -254,8 +256,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
             "timestamps": [],
             "parsed": None,
             "action_type": None,
-            "frames_used": self.frames_used,
-            "audio_seconds_used": round(self.audio_seconds_used, 3),
+            **self._usage(),
         }
         reward, terminated = 0.0, False
         try:
@@ -290,8 +291,16 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
             content.append(text_part("\n" + prompts.turn_notice(self.turn + 1, self.max_turns)))
         self._messages.append({"role": "user", "content": content})
         self.done = terminated or truncated
-        info["frames_used"], info["audio_seconds_used"] = self.frames_used, round(self.audio_seconds_used, 3)
+        info.update(self._usage())
         return truncated
+
+    def _usage(self) -> dict[str, Any]:
+        """The episode's media counters so far: frames, audio seconds and clip seconds served."""
+        return {
+            "frames_used": self.frames_used,
+            "audio_seconds_used": round(self.audio_seconds_used, 3),
+            "clip_seconds_used": round(self.clip_seconds_used, 3),
+        }
 
     def _answer(self, action: Answer, info: StepInfo) -> tuple[float, list[dict[str, Any]]]:
         try:
@@ -369,6 +378,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         self.frames_used += len(times)
         if clip.audio is not None:
             self.audio_seconds_used += end - start
+        self.clip_seconds_used += end - start  # the span served, after trimming to the file
         info["timestamps"] = times
         return clip_parts(clip)
 

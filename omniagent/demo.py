@@ -21,12 +21,22 @@ from pathlib import Path
 
 from envs.limits import EnvLimits
 from envs.tasks import Task
+from omniagent.tiny_agent import shipped_recipe_args
 
 DEFAULT_SEED = 11
 DEFAULT_TASK = "shape_width_size-01"
-# the per-call caps the tiny agent was trained and evaluated under; larger looks are lowered or refused
-TINY_LIMITS = EnvLimits(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
-MAX_NEW_TOKENS = 384  # the tiny agent's turns are short; its held-out evaluations use the same budget
+# the recipe arguments that are the per-call caps the tiny agent was trained and evaluated under
+LIMIT_ARGS = ("max_frames", "max_clip_s", "max_audio_s", "max_answer_chars")
+
+
+def tiny_limits() -> EnvLimits:
+    """The shipped tiny agent's per-call caps, read from its manifest; larger looks are lowered or refused."""
+    return EnvLimits(**shipped_recipe_args(LIMIT_ARGS))
+
+
+def tiny_max_new_tokens() -> int:
+    """The tiny agent's tokens per turn, from its manifest (its held-out evaluations use the same budget)."""
+    return int(shipped_recipe_args(["max_new_tokens"])["max_new_tokens"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,10 +86,11 @@ def run_argv(task: Task, out: Path) -> list[str]:
     if task.choices:
         argv += ["--choices", "|".join(task.choices)]
     argv += ["--model", "tiny", "--backend", "transformers", "--device", "cpu", "--constrained"]
-    argv += ["--max-new-tokens", str(MAX_NEW_TOKENS)]
-    argv += ["--max-frames", str(TINY_LIMITS.max_frames), "--max-clip-s", str(TINY_LIMITS.max_clip_s)]
-    argv += ["--max-audio-s", str(TINY_LIMITS.max_audio_s)]
-    argv += ["--max-answer-chars", str(TINY_LIMITS.max_answer_chars)]
+    argv += ["--max-new-tokens", str(tiny_max_new_tokens())]
+    limits = tiny_limits()
+    argv += ["--max-frames", str(limits.max_frames), "--max-clip-s", str(limits.max_clip_s)]
+    argv += ["--max-audio-s", str(limits.max_audio_s)]
+    argv += ["--max-answer-chars", str(limits.max_answer_chars)]
     argv += ["--out", str(out / "trajectory.json"), "--report", str(out / "report.html")]
     return argv
 
@@ -97,7 +108,7 @@ def redraw_report(out: Path, task: Task) -> None:
     traj = out / "trajectory.json"
     if traj.exists() and task.evidence:
         write_report(traj, out / "report.html", media_path=task.media, evidence=task.evidence,
-                     limits=TINY_LIMITS)  # fmt: skip
+                     limits=tiny_limits())  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

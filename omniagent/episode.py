@@ -70,6 +70,7 @@ def play_turn(
     traj.model_seconds += rec.model_seconds
     traj.env_seconds += rec.env_seconds
     traj.frames_used, traj.audio_seconds_used = rec.frames_used, rec.audio_seconds_used
+    traj.clip_seconds_used = rec.clip_seconds_used
     if on_turn is not None:
         on_turn(rec, obs[-1]["content"])
     if terminated or truncated:

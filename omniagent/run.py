@@ -302,6 +302,7 @@ class CliRun:
             error=stop.message,
             frames_used=last.frames_used if last else 0,
             audio_seconds_used=last.audio_seconds_used if last else 0.0,
+            clip_seconds_used=last.clip_seconds_used if last else 0.0,
             meta={"error_code": code},
         )
 

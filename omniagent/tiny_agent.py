@@ -52,6 +52,7 @@ __all__ = [
     "recipe_fingerprints",
     "ship_agent",
     "shipped_agent_dir",
+    "shipped_recipe_args",
     "verify_recipe",
     "verify_weights",
     "write_manifest",
@@ -119,6 +120,16 @@ def _read_manifest(agent_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ShippedAgentError(f"{agent_dir} has no {MANIFEST}; {HOW_TO_SHIP}")
     return json.loads(path.read_text())
+
+
+def shipped_recipe_args(keys: Iterable[str]) -> dict[str, Any]:
+    """The recipe arguments ``keys`` the shipped agent was trained under, as its manifest records them
+    (the one record of its per-call caps and token budget); a key the manifest lacks is an error."""
+    recorded = _read_manifest(ASSET_DIR).get("recipe_args") or {}
+    missing = [k for k in keys if k not in recorded]
+    if missing:
+        raise ShippedAgentError(f"{ASSET_DIR / MANIFEST} records no recipe argument {', '.join(missing)}")
+    return {k: recorded[k] for k in keys}
 
 
 def verify_weights(agent_dir: str | Path) -> dict[str, Any]:

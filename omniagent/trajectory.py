@@ -79,6 +79,7 @@ class TurnRecord(_Record):
     )
     frames_used: int = 0  # cumulative
     audio_seconds_used: float = 0.0  # cumulative
+    clip_seconds_used: float = 0.0  # cumulative: seconds get_clip served (after trimming to the file)
     context_tokens: int | None = None
     completion_tokens: int | None = None
     model_seconds: float = 0.0
@@ -128,6 +129,7 @@ class TurnRecord(_Record):
             "timestamps": list(info.get("timestamps") or []),
             "frames_used": info.get("frames_used", 0),
             "audio_seconds_used": info.get("audio_seconds_used", 0.0),
+            "clip_seconds_used": info.get("clip_seconds_used", 0.0),
             "context_tokens": out.prompt_tokens,
             "completion_tokens": out.completion_tokens,
             "model_seconds": out.model_seconds,
@@ -168,6 +170,7 @@ class Trajectory(_Record):
     error: SafeStr | None = None
     frames_used: int = 0
     audio_seconds_used: float = 0.0
+    clip_seconds_used: float = 0.0
     model_seconds: float = 0.0
     env_seconds: float = 0.0
     wall_seconds: float = 0.0

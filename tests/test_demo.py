@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from omniagent import demo
+from omniagent import demo, tiny_agent
+from omniagent.tiny_agent import ASSET_DIR, MANIFEST, ShippedAgentError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +29,7 @@ def test_demo_asks_the_shipped_agent_and_writes_a_checkable_report(tmp_path: Pat
     assert isinstance(traj["answer"], float) and traj["reward"] is not None
     run = traj["meta"]["run"]
     assert run["model"] == "tiny" and run["policy"]["constrained"] is True
-    assert run["limits"]["max_frames"] == demo.TINY_LIMITS.max_frames
+    assert run["limits"]["max_frames"] == demo.tiny_limits().max_frames
     html = (out / "report.html").read_text()
     assert "A magenta circle is on screen at about 17 s" in html and "evidence in yellow" in html
 
@@ -52,6 +53,25 @@ def test_the_question_reaches_the_cli_as_the_recipe_evaluates_it(tmp_path) -> No
         assert flag in argv
     with pytest.raises(ValueError, match=r"matches \d+ questions"):
         demo.pick_task(tasks, "00")  # the end of every template's first id
+
+
+def test_the_demo_runs_the_agent_under_its_manifests_limits(tmp_path: Path, monkeypatch) -> None:
+    recorded = json.loads((ASSET_DIR / MANIFEST).read_text())["recipe_args"]
+    limits = demo.tiny_limits()
+    assert {k: getattr(limits, k) for k in demo.LIMIT_ARGS} == {k: recorded[k] for k in demo.LIMIT_ARGS}
+    assert demo.tiny_max_new_tokens() == recorded["max_new_tokens"]
+    # the manifest is the one source: another manifest's values reach the command line
+    other = {**recorded, "max_frames": 3, "max_clip_s": 4.5, "max_audio_s": 7.0, "max_answer_chars": 9}
+    (tmp_path / MANIFEST).write_text(json.dumps({"recipe_args": {**other, "max_new_tokens": 55}}))
+    monkeypatch.setattr(tiny_agent, "ASSET_DIR", tmp_path)
+    task = demo.pick_task(demo.make_video(tmp_path, demo.DEFAULT_SEED), demo.DEFAULT_TASK)
+    argv = demo.run_argv(task, tmp_path)
+    flags = {"--max-new-tokens": "55", "--max-frames": "3", "--max-clip-s": "4.5", "--max-audio-s": "7.0",
+             "--max-answer-chars": "9"}  # fmt: skip
+    assert {flag: argv[argv.index(flag) + 1] for flag in flags} == flags
+    (tmp_path / MANIFEST).write_text(json.dumps({"recipe_args": {"max_frames": 3}}))
+    with pytest.raises(ShippedAgentError, match="max_clip_s, max_audio_s, max_answer_chars"):
+        demo.tiny_limits()
 
 
 def test_the_console_script_is_declared() -> None:

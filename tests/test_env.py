@@ -139,7 +139,7 @@ def test_audio_and_clip_percepts(env: OmniVideoEnv) -> None:
     (video,) = [p for p in obs[-1]["content"] if p["type"] == "video"]
     assert video["video"].shape[0] == 5 and video["timestamps"] == [1.0, 1.5, 2.0, 2.5, 3.0]
     assert video["audio"].shape == (32_000,) and video["fps"] == 2.0
-    assert info["frames_used"] == 5 and info["audio_seconds_used"] == 3.0
+    assert info["frames_used"] == 5 and info["audio_seconds_used"] == 3.0 and info["clip_seconds_used"] == 2.0
 
 
 @pytest.mark.parametrize(

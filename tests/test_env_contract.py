@@ -96,7 +96,8 @@ def test_more_than_26_choices_is_refused_at_reset(env: OmniVideoEnv) -> None:
 
 def test_state_exists_before_reset(video_path: Path) -> None:
     e = OmniVideoEnv(media=str(video_path), question="q", task_type="num")
-    assert (e.turn, e.frames_used, e.audio_seconds_used, e.done) == (0, 0, 0.0, True)
+    counters = (e.frames_used, e.audio_seconds_used, e.clip_seconds_used)
+    assert (e.turn, counters, e.done) == (0, (0, 0.0, 0.0), True)
     assert e.task == {} and e.task_id is None and e.media is None and e.messages == []
     assert e.max_turns == e.limits.max_turns and e.render() is None
 

@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 from fake_openai_server import FakeServer
-from testkit import compose_conf, small_synth_overrides
+from media_factory import make_video
+from testkit import compose_conf, small_synth_overrides, turn_text
 
+from envs.jsonl import read_jsonl
 from envs.tasks import Task
+from omniagent.eval.accounting import cost_summary
 from omniagent.eval.config import (
     EvalConfig,
     FrozenPresetError,
@@ -143,6 +146,37 @@ def test_counted_tokens_media_and_time_per_question(
     )
     assert cost["frames"]["per_task"] == pytest.approx(sum(r["frames_used"] for r in rows) / 8, abs=1e-3)
     assert cost["wall_seconds"]["total"] >= cost["model_seconds"]["total"] >= 0
+
+
+# on a 4 s video: 6 s asked, 1.5 s in the file; and a clip over a 3 s cap, refused
+CLIP_PAST_END = turn_text("", "", {"type": "get_clip", "start": 2.5, "end": 8.5})
+CLIP_TOO_LONG = turn_text("", "", {"type": "get_clip", "start": 0.0, "end": 3.5})
+ANSWER_A = turn_text("", "", {"type": "answer", "content": "A"})
+
+
+def clip_run(video: Path, out: Path, texts: list[str]) -> tuple[dict[str, Any], list[float]]:
+    """One question on ``video`` answered by replaying ``texts``: its row and each turn's ``clip_seconds_used``."""
+    task = Task(id="q", media=str(video), question="Which?", task_type="mcq", choices=["a", "b"], answer="A")
+    cfg = EvalConfig(out_dir=str(out), policy="replay", policy_kwargs={"texts": texts}, workers=1,
+                     progress=False, limits={"max_turns": 4, "max_clip_s": 3.0})  # fmt: skip
+    run_eval([task], cfg)
+    (row,) = load_rows(out / "results.jsonl")
+    (traj,) = read_jsonl(out / "trajectories.jsonl")
+    return row, [t["clip_seconds_used"] for t in traj["turns"]]
+
+
+def test_clip_seconds_count_the_span_served_not_the_span_asked(tmp_path: Path) -> None:
+    video = make_video(tmp_path / "short.mp4", duration=4.0, fps=10, gop=10, audio=False)
+    row, per_turn = clip_run(video, tmp_path / "served", [CLIP_TOO_LONG, CLIP_PAST_END, ANSWER_A])
+    assert row["turn_error_codes"] == {"span_too_long": 1} and row["answered"]
+    served = row["duration"] - 2.5  # [2.5, 8.5] trimmed to the file's end
+    assert served == pytest.approx(1.5, abs=0.05)
+    assert row["clip_seconds"] == pytest.approx(served, abs=1e-3)  # not the 6 s asked for
+    assert per_turn == [0.0, pytest.approx(served, abs=1e-3), pytest.approx(served, abs=1e-3)]
+    assert cost_summary([row])["clip_seconds"]["total"] == pytest.approx(served, abs=1e-3)
+    refused, per_turn = clip_run(video, tmp_path / "refused", [CLIP_TOO_LONG, ANSWER_A])
+    assert refused["turn_error_codes"] == {"span_too_long": 1} and refused["action_counts"]["get_clip"] == 1
+    assert refused["clip_seconds"] == 0.0 and per_turn == [0.0, 0.0]
 
 
 def test_server_usage_is_taken_as_given(tasks: list[Task], tmp_path: Path) -> None:

@@ -122,6 +122,7 @@ def test_from_step_takes_everything_from_output_and_info() -> None:
         "timestamps": [0.0, 4.0],
         "frames_used": 2,
         "audio_seconds_used": 0.0,
+        "clip_seconds_used": 0.0,
     }
     rec = TurnRecord.from_step(out, info, env_seconds=0.25)
     assert rec.model_dump() == {
@@ -138,6 +139,7 @@ def test_from_step_takes_everything_from_output_and_info() -> None:
         "timestamps": [0.0, 4.0],
         "frames_used": 2,
         "audio_seconds_used": 0.0,
+        "clip_seconds_used": 0.0,
         "context_tokens": 120,
         "completion_tokens": 2,
         "model_seconds": 1.5,

@@ -9,7 +9,8 @@ Per question (:func:`usage_fields`, merged into each row):
   left out: they are accounted as frames and seconds below). ``tokens_counted_turns`` says how many
   turns were counted, so a mixed figure is never mistaken for the server's;
 - ``frames_used``, ``audio_seconds_used`` (already in every row) and ``clip_seconds`` (the seconds of
-  media served by ``get_clip``);
+  media served by ``get_clip``: the environment's ``clip_seconds_used``, so a span trimmed to the
+  file counts what was served, not what was asked for, and a refused clip counts 0);
 - ``wall_seconds`` and ``model_seconds`` (already in every row).
 
 Per run (:func:`cost_summary`): totals and means per question of the same, so two policies can be
@@ -75,24 +76,13 @@ class MeteredPolicy(Policy):
             super().__setattr__(name, value)
 
 
-def _clip_seconds(traj: Trajectory) -> float:
-    total = 0.0
-    for t in traj.turns:
-        if t.action_type == "get_clip" and not t.error and t.action:
-            try:
-                total += max(0.0, float(t.action["end"]) - float(t.action["start"]))
-            except (KeyError, TypeError, ValueError):
-                continue
-    return round(total, 3)
-
-
 def usage_fields(traj: Trajectory, counted_turns: int = 0) -> dict[str, Any]:
     """The row fields of a question's cost that the row does not already hold."""
     prompt = [t.context_tokens for t in traj.turns if t.context_tokens is not None]
     return {
         "prompt_tokens": sum(prompt) if prompt else None,
         "tokens_counted_turns": counted_turns,
-        "clip_seconds": _clip_seconds(traj),
+        "clip_seconds": round(traj.clip_seconds_used, 3),
     }
 
 

@@ -142,6 +142,7 @@ def _failed_traj(
         error=str(exc) if stop else f"{type(exc).__name__}: {exc}",
         frames_used=last.frames_used if last else 0,
         audio_seconds_used=last.audio_seconds_used if last else 0.0,
+        clip_seconds_used=last.clip_seconds_used if last else 0.0,
         meta={"error_code": getattr(exc, "code", None) or f"exception:{type(exc).__name__}"},
     )
 
