@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omniagent.trajectory import TurnRecord
 
-__all__ = ["TurnPrinter", "describe_action", "print_episode_summary"]
+__all__ = ["TurnPrinter", "clip_line", "describe_action", "print_episode_summary", "print_error"]
 
 
-def _error(console: Any, message: str) -> None:
+def print_error(console: Any, message: str) -> None:
     """One ``error: ...`` line on stderr; the message is printed as is (no rich markup)."""
     from rich.text import Text
 
@@ -67,16 +67,16 @@ class TurnPrinter:
             ("thought", rec.thought, "italic"),
         ):
             if value:
-                c.print(Text(f"  {label}: ", style="dim") + Text(_clip(value, 600), style=style))
+                c.print(Text(f"  {label}: ", style="dim") + Text(clip_line(value, 600), style=style))
         if rec.error:
-            c.print(Text(f"  error ({rec.error}): {_clip(rec.error_message or '', 400)}", style="red"))
+            c.print(Text(f"  error ({rec.error}): {clip_line(rec.error_message or '', 400)}", style="red"))
             if rec.action_type is None:
-                c.print(Text("  raw output: ", style="dim") + Text(_clip(rec.raw_text, 300) or "(empty)"))
+                c.print(Text("  raw output: ", style="dim") + Text(clip_line(rec.raw_text, 300) or "(empty)"))
         for note in rec.notes:
             c.print(Text(f"  note: {note}", style="yellow"))
 
 
-def _clip(text: str, n: int) -> str:
+def clip_line(text: str, n: int) -> str:
     """One line of at most ``n`` characters, control characters shown as U+FFFD."""
     text = " ".join(str(text).split())
     text = "".join(ch if ch.isprintable() else "\ufffd" for ch in text)

@@ -55,7 +55,7 @@ from omniagent.cli_args import (
     parse_policy_args,
     redact_argv,
 )
-from omniagent.console import TurnPrinter, _clip, _error, print_episode_summary
+from omniagent.console import TurnPrinter, clip_line, print_episode_summary, print_error
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -263,7 +263,7 @@ class CliRun:
         self.console.print(
             Text(str(a.media), style="bold") + Text(f"  policy {name}  budget {a.max_turns} turns")
         )
-        self.console.print(Text("question: ", style="dim") + Text(_clip(a.question, 300)))
+        self.console.print(Text("question: ", style="dim") + Text(clip_line(a.question, 300)))
         printer = TurnPrinter(self.console, a.max_turns, a.quiet)
 
         def on_turn(rec: Any, percept: list[dict[str, Any]]) -> None:
@@ -325,7 +325,9 @@ class CliRun:
         except OSError as exc:  # an unwritable --out: keep the trajectory in the temp folder instead
             fallback = Path(tempfile.gettempdir()) / f"omniagent-{os.getpid()}-{self.out_path.name}"
             save_trajectory(traj, fallback)
-            _error(self.err, f"cannot write {self.out_path} ({exc.strerror or exc}); saved to {fallback}")
+            print_error(
+                self.err, f"cannot write {self.out_path} ({exc.strerror or exc}); saved to {fallback}"
+            )
             self.out_path = fallback
 
     def report(self, traj: Any) -> str | None:
@@ -336,7 +338,9 @@ class CliRun:
         try:
             write_report(traj, self.args.report, media_path=str(self.args.media), limits=self.limits)
         except Exception as exc:  # the trajectory is saved; a report is a convenience
-            _error(self.err, f"could not write the report {self.args.report}: {type(exc).__name__}: {exc}")
+            print_error(
+                self.err, f"could not write the report {self.args.report}: {type(exc).__name__}: {exc}"
+            )
             return None
         return self.args.report
 
@@ -345,7 +349,7 @@ class CliRun:
             try:
                 self.policy.close()
             except Exception as exc:
-                _error(self.err, f"closing the policy failed: {type(exc).__name__}: {exc}")
+                print_error(self.err, f"closing the policy failed: {type(exc).__name__}: {exc}")
 
 
 def _scrub(value: Any) -> Any:
@@ -397,20 +401,20 @@ def _run(cli: CliRun) -> int:
         return EXIT_INTERRUPTED
     except Stop as stop:
         cli.save(cli.partial(stop))
-        _error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
+        print_error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
         return stop.code
     except Exception as exc:  # a failure no step foresaw: still one line and a saved trajectory
         stop = Stop(EXIT_ERROR, f"the run failed: {type(exc).__name__}: {' '.join(str(exc).split())}")
         stop.__cause__ = exc
         cli.save(cli.partial(stop))
-        _error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
+        print_error(cli.err, f"{stop.message} (trajectory saved to {cli.out_path})")
         return stop.code
     cli.save(traj)
     report = cli.report(traj)
     print_episode_summary(cli.console, traj, cli.out_path, report, cli.load_seconds)
     if traj.stop_reason == "policy_error":
         msg = " ".join(str(traj.error).split())
-        _error(cli.err, f"the policy failed: {msg}{_hint(msg, cli.backend, cli.args.model)}")
+        print_error(cli.err, f"the policy failed: {msg}{_hint(msg, cli.backend, cli.args.model)}")
         return EXIT_POLICY
     return EXIT_OK
 

@@ -56,7 +56,7 @@ CHAT_TEMPLATE = DEFAULT_FAMILY.tiny.chat_template
 # Training text for the tokenizer: English prose about watching videos plus JSON-shaped agent replies,
 # so that the merges cover braces, quotes, keys and numbers. Byte-level BPE can encode any string; this
 # only decides which strings are short.
-_CORPUS = [
+TOKENIZER_CORPUS = [
     "You are an agent answering questions about a long video. Ask for the frames, audio and clips you need.",
     "The video is 3600.0 seconds long. You may request frames, an audio clip or a short video clip.",
     "Each frame is labelled with its timestamp, for example [t=12.5s] or <frame t=00:01:23.400>.",
@@ -96,7 +96,7 @@ def _default_cache_dir(seed: int, family: str | ModelFamily | None = None) -> Pa
     return root / f"{name}-v{BUILD_VERSION}-seed{seed}"
 
 
-def _train_tokenizer(
+def train_tokenizer(
     corpus: list[str] | None = None, vocab_size: int = VOCAB_SIZE, family: str | ModelFamily | None = None
 ) -> Any:
     """Train the byte-level BPE (deterministic: fixed corpus, single-threaded merges) and wrap it.
@@ -126,7 +126,7 @@ def _train_tokenizer(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(_CORPUS * 4 if corpus is None else corpus, trainer=trainer)
+    bpe.train_from_iterator(TOKENIZER_CORPUS * 4 if corpus is None else corpus, trainer=trainer)
     state = json.loads(bpe.to_str())["model"]
     vocab: dict[str, int] = state["vocab"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
@@ -155,7 +155,10 @@ def _train_tokenizer(
     return tokenizer
 
 
-def _build_processor(tokenizer: Any, family: str | ModelFamily | None = None) -> Any:
+def build_processor(tokenizer: Any, family: str | ModelFamily | None = None) -> Any:
+    """The multimodal processor of ``family`` (default Qwen2.5-Omni) around ``tokenizer``: image and video
+    processors bounded to ``MIN_TOKENS``..``MAX_TOKENS`` visual tokens per image, and a Whisper feature
+    extractor reading ``AUDIO_CHUNK_SECONDS`` chunks. Deterministic; nothing is downloaded."""
     from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor, WhisperFeatureExtractor
 
     fam = _family(family)
@@ -183,7 +186,11 @@ def _build_processor(tokenizer: Any, family: str | ModelFamily | None = None) ->
     )
 
 
-def _build_model(tokenizer: Any, seed: int, family: str | ModelFamily | None = None) -> Any:
+def build_model(tokenizer: Any, seed: int, family: str | ModelFamily | None = None) -> Any:
+    """A randomly initialised tiny thinker of ``family`` (default Qwen2.5-Omni) for ``tokenizer``'s
+    vocabulary and special-token ids, in eval mode, with greedy generation that stops at ``<|im_end|>`` or pad.
+    The weights are a pure function of ``seed`` (``torch.manual_seed`` is set, which also changes the global
+    torch random state)."""
     import torch
     from transformers import GenerationConfig
 
@@ -252,9 +259,9 @@ def build_tiny_thinker(
     if _check_cache(path, seed, fam):
         return load_tiny_thinker(path)
 
-    tokenizer = _train_tokenizer(family=fam)
-    processor = _build_processor(tokenizer, fam)
-    model = _build_model(tokenizer, seed, fam)
+    tokenizer = train_tokenizer(family=fam)
+    processor = build_processor(tokenizer, fam)
+    model = build_model(tokenizer, seed, fam)
 
     # Write into a private sibling folder and rename it into place, so concurrent builders (parallel
     # test workers) never see a half-written checkpoint.

@@ -3,6 +3,9 @@ hides a circle until the function runs). A package ``__init__`` may import its o
 
 The graph is built from the source with ``ast``: ``import a.b`` and ``from a.b import c`` add an edge to ``a.b.c``
 when that is one of our modules, else to ``a.b``; imports under ``if TYPE_CHECKING:`` are left out (never run).
+
+No module takes an underscore-prefixed (private) name from another of our modules either: what one module needs from
+another is that module's public, documented API. A package ``__init__`` may re-export its submodules' names.
 """
 
 from __future__ import annotations
@@ -33,11 +36,23 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skip
 
 
+def _package_of(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def _import_base(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module a ``from ... import`` reads from, a relative one resolved against ``package``."""
+    if not node.level:
+        return node.module or ""
+    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join([*anchor, *([node.module] if node.module else [])])
+
+
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """Our modules that module ``name`` (file ``path``) imports anywhere, function bodies included."""
     tree = ast.parse(path.read_text(), filename=str(path))
     skip = _type_checking_nodes(tree)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    package = _package_of(name, path)
     found: set[str] = set()
 
     def resolve(target: str) -> None:
@@ -53,10 +68,7 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 resolve(alias.name)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            base = _import_base(node, package)
             for alias in node.names:
                 resolve(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
     if path.name == "__init__.py":  # a package may import its own submodules (registering its plugins)
@@ -67,6 +79,45 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
 def import_graph(packages: Iterable[str], root: Path = ROOT) -> dict[str, set[str]]:
     known = modules(packages, root)
     return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_imports(name: str, path: Path, known: dict[str, Path]) -> list[str]:
+    """``"module: source._name"`` for each underscore-prefixed name module ``name`` (file ``path``) takes from
+    another of our modules: ``from m import _x`` (relative forms and ``TYPE_CHECKING`` imports included) and
+    ``m._x`` where ``m`` was bound by ``import m`` or ``from p import m``. Dunder names (``__version__``) are
+    public; a package ``__init__`` may import its own submodules' private names (re-exports)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = _package_of(name, path)
+    bound: dict[str, str] = {}  # a local (dotted) name -> the module of ours it stands for
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                dotted = [".".join(parts[: i + 1]) for i in range(len(parts))]
+                for target in [alias.name] if alias.asname else dotted:
+                    if target in known:
+                        bound[alias.asname or target] = target
+        elif isinstance(node, ast.ImportFrom):
+            base = _import_base(node, package)
+            if base not in known or base == name:
+                continue
+            reexport = path.name == "__init__.py" and base.startswith(name + ".")
+            for alias in node.names:
+                if f"{base}.{alias.name}" in known:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif _is_private(alias.name) and not reexport:
+                    found.append(f"{name}: {base}.{alias.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_private(node.attr):
+            target = bound.get(ast.unparse(node.value))
+            if target is not None and target != name:
+                found.append(f"{name}: {target}.{node.attr}")
+    return sorted(set(found))
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -120,3 +171,31 @@ def test_the_check_finds_a_circle_through_a_function_level_import(tmp_path: Path
     graph = import_graph(["pkg"], tmp_path)
     assert graph["pkg"] == set() and graph["pkg.sub.b"] == {"pkg.a"} and graph["pkg.c"] == set()
     assert cycles(graph) == [["pkg.a", "pkg.sub.b"]]
+
+
+def test_no_module_takes_a_private_name_from_another() -> None:
+    known = modules(PACKAGES)
+    assert [hit for name, path in known.items() for hit in private_imports(name, path, known)] == []
+
+
+def test_the_check_finds_private_names_in_every_import_form(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from pkg.a import _x\n__version__ = '1'\n")  # a re-export: allowed
+    (pkg / "a.py").write_text("import os\n_x = 1\n_y = os._exit\n")  # its own and a foreign module's: allowed
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "b.py").write_text("from ..a import _y\nfrom pkg import __version__\n")
+    (pkg / "sub" / "c.py").write_text("import pkg.a\nfrom pkg import a as alias\nv = pkg.a._x + alias._y\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.sub.b import _z\ndef f():\n"
+        "    from pkg.a import _x, public\n"
+    )
+    known = modules(["pkg"], tmp_path)
+    hits = [hit for name, path in known.items() for hit in private_imports(name, path, known)]
+    assert hits == [
+        "pkg.d: pkg.a._x",
+        "pkg.d: pkg.sub.b._z",
+        "pkg.sub.b: pkg.a._y",
+        "pkg.sub.c: pkg.a._x",
+        "pkg.sub.c: pkg.a._y",
+    ]

@@ -75,7 +75,7 @@ def _default_fingerprint(tmp_path: Path) -> tuple[str, list[str]]:
 
 def test_default_level_output_is_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(synth, "speech_backend", lambda cfg: "tone")  # espeak-ng versions differ
-    monkeypatch.setattr(generate_module, "_video_encoder", lambda cfg: "ffmpeg")  # part of the hash
+    monkeypatch.setattr(generate_module, "video_encoder", lambda cfg: "ffmpeg")  # part of the hash
     fingerprint, hashes = _default_fingerprint(tmp_path)
     assert hashes == DEFAULT_HASHES
     assert fingerprint == DEFAULT_FINGERPRINT

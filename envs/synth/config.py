@@ -200,5 +200,8 @@ class SynthConfig(BaseModel):
         return "mp4" if self.mode == "video" else self.audio_format
 
 
-def _rng(cfg: SynthConfig, *stream: int) -> np.random.Generator:
+def stream_rng(cfg: SynthConfig, *stream: int) -> np.random.Generator:
+    """Random stream number ``stream`` (one or more ints) of ``cfg``'s seed: the same ``(cfg.seed,
+    *stream)`` always gives the same generator, and different streams are independent, so each part of the
+    world (segments, events, noise block ``b``, tasks) draws from its own stream."""
     return np.random.default_rng(np.random.SeedSequence([cfg.seed & 0xFFFFFFFF, cfg.seed >> 32, *stream]))

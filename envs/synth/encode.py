@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from envs.synth.config import SynthConfig
-from envs.synth.render import _n_audio_blocks, _render_audio_block, render_audio, render_frames
+from envs.synth.render import n_audio_blocks, render_audio, render_audio_block, render_frames
 from envs.synth.timeline import Timeline
 
 
@@ -29,8 +29,8 @@ def _write_wav(timeline: Timeline, path: Path) -> None:
         handle.setnchannels(1)
         handle.setsampwidth(2)
         handle.setframerate(cfg.sample_rate)
-        for block in range(_n_audio_blocks(cfg)):
-            handle.writeframes(_to_pcm16(_render_audio_block(timeline, block)))
+        for block in range(n_audio_blocks(cfg)):
+            handle.writeframes(_to_pcm16(render_audio_block(timeline, block)))
 
 
 FRAME_CHUNK = 256
@@ -177,13 +177,16 @@ def _encode_audio(timeline: Timeline, out: Path, wav: Path) -> None:
         with soundfile.SoundFile(
             str(out), "w", cfg.sample_rate, 1, format="FLAC", subtype="PCM_16"
         ) as handle:
-            for block in range(_n_audio_blocks(cfg)):
-                handle.write(_render_audio_block(timeline, block))
+            for block in range(n_audio_blocks(cfg)):
+                handle.write(render_audio_block(timeline, block))
         return
     raise RuntimeError("mp3 output needs the ffmpeg binary")
 
 
-def _write_media(timeline: Timeline, out: Path) -> None:
+def write_media(timeline: Timeline, out: Path) -> None:
+    """Encode ``timeline`` to ``out`` (mp4 in video mode, else ``cfg.audio_format``), writing a temporary
+    file beside it and renaming it into place, so ``out`` is either complete or absent (temporaries are removed
+    on failure)."""
     cfg = timeline.config
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=f".{cfg.extension}", dir=out.parent)
@@ -191,13 +194,13 @@ def _write_media(timeline: Timeline, out: Path) -> None:
     tmp = Path(tmp_name)
     wav: Path | None = None
     try:
-        if cfg.has_audio and not (cfg.mode == "video" and _video_encoder(cfg) == "pyav"):
+        if cfg.has_audio and not (cfg.mode == "video" and video_encoder(cfg) == "pyav"):
             fd, wav_name = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".wav", dir=out.parent)
             os.close(fd)
             wav = Path(wav_name)
             _write_wav(timeline, wav)
         if cfg.mode == "video":
-            if _video_encoder(cfg) == "ffmpeg":
+            if video_encoder(cfg) == "ffmpeg":
                 _encode_video_ffmpeg(timeline, tmp, wav)
             else:
                 _encode_video_pyav(timeline, tmp)
@@ -212,7 +215,9 @@ def _write_media(timeline: Timeline, out: Path) -> None:
                 p.unlink()
 
 
-def _video_encoder(cfg: SynthConfig) -> str:
+def video_encoder(cfg: SynthConfig) -> str:
+    """The video encoder ``cfg`` resolves to: ``cfg.encoder`` when it names one, else ``"ffmpeg"``
+    when the ffmpeg binary is found and ``"pyav"`` otherwise."""
     if cfg.encoder == "auto":
         return "ffmpeg" if _ffmpeg() is not None else "pyav"
     return cfg.encoder

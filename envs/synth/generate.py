@@ -14,9 +14,9 @@ import numpy as np
 
 from envs.jsonl import write_atomic
 from envs.synth.config import GENERATOR_VERSION, SynthConfig
-from envs.synth.encode import _video_encoder, _write_media
+from envs.synth.encode import video_encoder, write_media
 from envs.synth.levels import build_timeline, make_tasks
-from envs.synth.speech import _package_speech_backend
+from envs.synth.speech import package_speech_backend
 from envs.synth.timeline import Timeline
 from envs.tasks import Task, load_tasks_jsonl, save_tasks_jsonl
 
@@ -26,8 +26,8 @@ def config_hash(cfg: SynthConfig) -> str:
     payload = {
         "version": GENERATOR_VERSION,
         "config": cfg.model_dump(mode="json"),
-        "speech_backend": _package_speech_backend(cfg),
-        "video_encoder": _video_encoder(cfg) if cfg.mode == "video" else None,
+        "speech_backend": package_speech_backend(cfg),
+        "video_encoder": video_encoder(cfg) if cfg.mode == "video" else None,
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -76,7 +76,7 @@ def synthesize(
             tasks = [Task.model_validate(t | {"media": str(media)}) for t in meta["tasks"]]
             return SynthResult(media, tasks, digest, True, None, time.perf_counter() - t0)
     timeline = build_timeline(cfg)
-    _write_media(timeline, media)
+    write_media(timeline, media)
     tasks = make_tasks(timeline, str(media), prefix, split=split, config_hash=digest)
     meta = {
         "generator": GENERATOR_VERSION,

@@ -62,7 +62,9 @@ def shape_mask(shape: str, size: int) -> np.ndarray:
     raise ValueError(f"unknown shape {shape!r}")
 
 
-def _text_box(text: str, width: int, content_h: int, big: bool) -> tuple[int, tuple[int, int]]:
+def text_box(text: str, width: int, content_h: int, big: bool) -> tuple[int, tuple[int, int]]:
+    """Pixel scale and ``(width, height)`` of the box holding ``text`` in the 5x7 font with a one-cell
+    margin: ``big`` (a digit) scales with ``content_h`` alone, otherwise the text fits within ``width``."""
     cols = 6 * len(text) - 1
     if big:
         scale = max(1, int(0.55 * content_h / 7))

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from envs.synth.barcode import draw_frame_index
-from envs.synth.config import SynthConfig, _rng
+from envs.synth.config import SynthConfig, stream_rng
 from envs.synth.glyphs import shape_mask, text_bitmap
-from envs.synth.speech import _espeak_clip
+from envs.synth.speech import espeak_clip
 from envs.synth.timeline import Event, Segment, Timeline
 
 
@@ -79,14 +79,17 @@ def render_frames(timeline: Timeline, start: int, stop: int) -> np.ndarray:
 AUDIO_BLOCK_SECONDS = 10
 
 
-def _render_audio_block(timeline: Timeline, block: int) -> np.ndarray:
+def render_audio_block(timeline: Timeline, block: int) -> np.ndarray:
+    """Audio block ``block`` (``AUDIO_BLOCK_SECONDS`` long; the last one may be shorter) as mono float32 in
+    [-1, 1] at ``timeline.config.sample_rate``: background hum, noise and every audible event overlapping it.
+    A pure function of the timeline and the block index, so blocks can be rendered apart and concatenated."""
     cfg = timeline.config
     sr = cfg.sample_rate
     s0 = block * AUDIO_BLOCK_SECONDS * sr
     s1 = min(cfg.n_samples, s0 + AUDIO_BLOCK_SECONDS * sr)
     n = s1 - s0
     t = (np.arange(s0, s1, dtype=np.float64)) / sr
-    noise_rng = _rng(cfg, 3, block)
+    noise_rng = stream_rng(cfg, 3, block)
     out = (0.003 * noise_rng.standard_normal(n)).astype(np.float64)
     for seg in timeline.segments:
         a, b = max(s0, int(round(seg.start * sr))), min(s1, int(round(seg.end * sr)))
@@ -97,7 +100,7 @@ def _render_audio_block(timeline: Timeline, block: int) -> np.ndarray:
             continue
         e0 = int(round(ev.start * sr))
         if ev.kind == "speech":
-            clip = _espeak_clip(ev.attrs["word"], sr)
+            clip = espeak_clip(ev.attrs["word"], sr)
             wave_ = clip.astype(np.float64) if clip is not None else np.zeros(0)
         else:
             e1 = int(round(ev.end * sr))
@@ -129,7 +132,7 @@ def render_audio(timeline: Timeline, start: float = 0.0, end: float | None = Non
     s1 = cfg.n_samples if end is None else min(cfg.n_samples, int(round(end * sr)))
     block_len = AUDIO_BLOCK_SECONDS * sr
     parts = [
-        _render_audio_block(timeline, b) for b in range(s0 // block_len, (max(s1, 1) - 1) // block_len + 1)
+        render_audio_block(timeline, b) for b in range(s0 // block_len, (max(s1, 1) - 1) // block_len + 1)
     ]
     if not parts:
         return np.zeros(0, dtype=np.float32)
@@ -138,5 +141,6 @@ def render_audio(timeline: Timeline, start: float = 0.0, end: float | None = Non
     return audio[s0 - base : s1 - base]
 
 
-def _n_audio_blocks(cfg: SynthConfig) -> int:
+def n_audio_blocks(cfg: SynthConfig) -> int:
+    """How many :func:`render_audio_block` blocks cover the whole soundtrack of ``cfg``."""
     return math.ceil(cfg.n_samples / (AUDIO_BLOCK_SECONDS * cfg.sample_rate))

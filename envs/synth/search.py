@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs.synth.config import SEARCH_TONE_SECONDS, SynthConfig, _rng
+from envs.synth.config import SEARCH_TONE_SECONDS, SynthConfig, stream_rng
 from envs.synth.glyphs import text_bitmap
-from envs.synth.tasks import _TaskSet
-from envs.synth.timeline import Event, Segment, Timeline, _content_height, _snap, _stamp_frames
+from envs.synth.tasks import TaskSet
+from envs.synth.timeline import Event, Segment, Timeline, content_height_for, snap_to_frame, stamp_frames
 from envs.tasks import Task, choice_letter
 
 # name -> RGB; hues 0, 55, 128 and 230 degrees: each inside its own named 60-degree bucket
@@ -53,7 +53,7 @@ def _fields(cfg: SynthConfig, rng: np.random.Generator) -> list[Segment]:
     of the rest, boundaries on the frame grid."""
     n = len(SEARCH_COLORS)
     shares = FIELD_MIN_SHARE + (1.0 - n * FIELD_MIN_SHARE) * rng.dirichlet(np.ones(n))
-    ends = [_snap(cfg.duration * float(c), cfg.fps) for c in np.cumsum(shares)[:-1]] + [cfg.duration]
+    ends = [snap_to_frame(cfg.duration * float(c), cfg.fps) for c in np.cumsum(shares)[:-1]] + [cfg.duration]
     names = [str(c) for c in rng.permutation(list(SEARCH_COLORS))]
     out, start = [], 0.0
     for i, (name, end) in enumerate(zip(names, ends, strict=True)):
@@ -65,7 +65,7 @@ def _fields(cfg: SynthConfig, rng: np.random.Generator) -> list[Segment]:
 
 def _digit_geometry(cfg: SynthConfig) -> tuple[int, int, int]:
     """(scale, x, y) of a one-digit box as tall as the picture above the barcode, centred."""
-    content_h = _content_height(cfg)
+    content_h = content_height_for(cfg)
     cols = text_bitmap("0").shape[1]
     scale = max(1, min(content_h // 9, cfg.width // (cols + 2)))
     return scale, (cfg.width - (cols + 2) * scale) // 2, (content_h - 9 * scale) // 2
@@ -75,8 +75,8 @@ def build_search_timeline(cfg: SynthConfig) -> Timeline:
     """The search level's fields, digits and tones for ``cfg`` (a pure function of the config)."""
     if cfg.level != "search":
         raise ValueError(f"build_search_timeline needs level='search', got {cfg.level!r}")
-    fields = _fields(cfg, _rng(cfg, 10))
-    rng = _rng(cfg, 11)
+    fields = _fields(cfg, stream_rng(cfg, 10))
+    rng = stream_rng(cfg, 11)
     digits = [str(d) for d in rng.permutation(list(SEARCH_DIGITS))]
     pitches = [float(p) for p in rng.permutation(list(SEARCH_PITCHES))]
     scale, x, y = _digit_geometry(cfg)
@@ -109,7 +109,7 @@ def build_search_timeline(cfg: SynthConfig) -> Timeline:
     events.sort(key=lambda e: (e.start, e.kind))
     for i, ev in enumerate(events):
         ev.id = f"e{i:04d}"
-    _stamp_frames(events, cfg.fps)
+    stamp_frames(events, cfg.fps)
     return Timeline(cfg, fields, events, "tone")
 
 
@@ -125,7 +125,7 @@ def make_search_tasks(
     timeline: Timeline, media: str, id_prefix: str, split: str = "test", config_hash: str = ""
 ) -> list[Task]:
     """Every template once per colour field, in field order: 12 multiple-choice tasks with fixed options."""
-    ts = _TaskSet(timeline, media, id_prefix, split, config_hash)
+    ts = TaskSet(timeline, media, id_prefix, split, config_hash)
     colors = {
         seg.index: name
         for seg in timeline.segments

@@ -20,7 +20,10 @@ def _espeak_binary() -> str | None:
 
 
 @lru_cache(maxsize=256)
-def _espeak_clip(word: str, sample_rate: int) -> np.ndarray | None:
+def espeak_clip(word: str, sample_rate: int) -> np.ndarray | None:
+    """``word`` spoken by espeak-ng (en-us) as mono float32 at ``sample_rate``, leading and trailing
+    silence trimmed, at most 1.6 s long, peak 0.6; None when espeak-ng is missing or fails. Cached per
+    ``(word, sample_rate)``: the array is shared, so callers must not modify it."""
     binary = _espeak_binary()
     if binary is None:
         return None
@@ -63,10 +66,10 @@ def speech_backend(cfg: SynthConfig) -> str:
     """``"espeak-ng"`` when words can be spoken for this config, else ``"tone"``."""
     if not cfg.speech or "speech" not in cfg.kinds or not cfg.has_audio:
         return "tone"
-    return "espeak-ng" if _espeak_clip("test", cfg.sample_rate) is not None else "tone"
+    return "espeak-ng" if espeak_clip("test", cfg.sample_rate) is not None else "tone"
 
 
-def _package_speech_backend(cfg: SynthConfig) -> str:
+def package_speech_backend(cfg: SynthConfig) -> str:
     """:func:`speech_backend` as bound on the :mod:`envs.synth` package right now.
 
     The timeline and the config hash look it up there, so that replacing ``envs.synth.speech_backend``

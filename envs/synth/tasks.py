@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from envs.synth.config import GENERATOR_VERSION, SHAPE_COLORS, SOURCE_NAME, SPOKEN_WORDS, TONE_FREQS, _rng
+from envs.synth.config import (
+    GENERATOR_VERSION,
+    SHAPE_COLORS,
+    SOURCE_NAME,
+    SPOKEN_WORDS,
+    TONE_FREQS,
+    stream_rng,
+)
 from envs.synth.timeline import Event, Timeline
 from envs.tasks import Task, choice_letter
 
@@ -41,7 +48,7 @@ def _mcq(rng: np.random.Generator, correct: str, pool: list[str], n: int = 4) ->
 
 
 @dataclass
-class _TaskSet:
+class TaskSet:
     """The tasks made so far for one timeline, with the random stream every template draws from.
 
     Why one object: templates run in a fixed order and share the stream (the task list is a pure
@@ -59,7 +66,7 @@ class _TaskSet:
 
     def __post_init__(self) -> None:
         self.cfg = self.timeline.config
-        self.rng = _rng(self.cfg, 4)
+        self.rng = stream_rng(self.cfg, 4)
         self.cap = self.cfg.max_tasks_per_template
         self.video = self.cfg.mode == "video"
 
@@ -126,7 +133,7 @@ class _TaskSet:
 
 
 # ---------------------------------------------------------------------------------------------- visual
-def _digit_tasks(ts: _TaskSet) -> None:
+def _digit_tasks(ts: TaskSet) -> None:
     for ev in ts.sample(ts.timeline.of_kind("digit")):
         question = f"Which digit is shown on screen at about {_at(ev)}?"
         ts.emit_mcq(
@@ -134,7 +141,7 @@ def _digit_tasks(ts: _TaskSet) -> None:
         )
 
 
-def _screen_word_tasks(ts: _TaskSet) -> None:
+def _screen_word_tasks(ts: TaskSet) -> None:
     for ev in ts.sample(ts.timeline.of_kind("word")):
         ts.emit(
             "screen_word_ff",
@@ -146,7 +153,7 @@ def _screen_word_tasks(ts: _TaskSet) -> None:
         )
 
 
-def _shape_interval_tasks(ts: _TaskSet) -> None:
+def _shape_interval_tasks(ts: TaskSet) -> None:
     """Every interval of one colour+shape; each pair is asked about once."""
     shapes = ts.timeline.of_kind("shape")
     for ev in ts.sample(shapes):
@@ -166,7 +173,7 @@ def _shape_interval_tasks(ts: _TaskSet) -> None:
         )
 
 
-def _shape_width_tasks(ts: _TaskSet) -> None:
+def _shape_width_tasks(ts: TaskSet) -> None:
     cfg = ts.cfg
     for ev in ts.sample(ts.timeline.of_kind("shape")):
         color = ev.attrs["color"]
@@ -181,7 +188,7 @@ def _shape_width_tasks(ts: _TaskSet) -> None:
         )
 
 
-def _flash_tasks(ts: _TaskSet) -> None:
+def _flash_tasks(ts: TaskSet) -> None:
     flashes = ts.timeline.of_kind("flash")
     if "flash" in ts.cfg.kinds:  # asked even with no flash placed: zero is then the answer
         ts.emit(
@@ -203,7 +210,7 @@ def _flash_tasks(ts: _TaskSet) -> None:
         )
 
 
-def _scene_change_task(ts: _TaskSet) -> None:
+def _scene_change_task(ts: TaskSet) -> None:
     cfg = ts.cfg
     boundaries = [s.start for s in ts.timeline.segments[1:]]
     half = 1.0 / cfg.fps
@@ -217,7 +224,7 @@ def _scene_change_task(ts: _TaskSet) -> None:
     )
 
 
-def _after_beep_tasks(ts: _TaskSet) -> None:
+def _after_beep_tasks(ts: TaskSet) -> None:
     tones = ts.timeline.of_kind("tone")
     shapes = ts.timeline.of_kind("shape")
     for tone in [e for e in tones if e.attrs.get("before_shape")][: ts.cap]:
@@ -236,7 +243,7 @@ def _after_beep_tasks(ts: _TaskSet) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- sound
-def _static_tasks(ts: _TaskSet) -> None:
+def _static_tasks(ts: TaskSet) -> None:
     """Static is visual and audible in video mode, audible only in audio mode."""
     statics = ts.timeline.of_kind("static")
     if not statics:
@@ -249,7 +256,7 @@ def _static_tasks(ts: _TaskSet) -> None:
     ts.emit("static_tr", "tr", q, [s.interval for s in statics], [s.interval for s in statics])
 
 
-def _beep_tasks(ts: _TaskSet) -> None:
+def _beep_tasks(ts: TaskSet) -> None:
     tones = ts.timeline.of_kind("tone")
     if not (ts.cfg.has_audio and (tones or {"tone", "beep_shape"} & set(ts.cfg.kinds))):
         return
@@ -283,14 +290,14 @@ def _beep_tasks(ts: _TaskSet) -> None:
         _beep_pitch_mcq_tasks(ts, tones)
 
 
-def _beep_pitch_mcq_tasks(ts: _TaskSet, tones: list[Event]) -> None:
+def _beep_pitch_mcq_tasks(ts: TaskSet, tones: list[Event]) -> None:
     for ev in ts.sample(tones):
         question = f"What is the pitch of the beep heard at about {_at(ev)}?"
         pitches = [f"{f:g} Hz" for f in TONE_FREQS]
         ts.emit_mcq("beep_pitch_mcq", question, f"{ev.attrs['freq']:g} Hz", pitches, [ev.interval], [ev.id])
 
 
-def _speech_tasks(ts: _TaskSet) -> None:
+def _speech_tasks(ts: TaskSet) -> None:
     speech = ts.timeline.of_kind("speech")
     if not speech:
         return
@@ -317,7 +324,7 @@ def _speech_tasks(ts: _TaskSet) -> None:
     _spoken_word_mcq_tasks(ts, speech, spoken)
 
 
-def _spoken_word_mcq_tasks(ts: _TaskSet, speech: list[Event], spoken: list[str]) -> None:
+def _spoken_word_mcq_tasks(ts: TaskSet, speech: list[Event], spoken: list[str]) -> None:
     """Which word was spoken, among words that were not (needs three distractors)."""
     unspoken = [w for w in SPOKEN_WORDS if w not in spoken]
     if len(unspoken) < 3:
@@ -336,7 +343,7 @@ def _spoken_word_mcq_tasks(ts: _TaskSet, speech: list[Event], spoken: list[str])
 
 
 # The order is part of the output: templates draw from one random stream in this order.
-_VISUAL_TEMPLATES: tuple[Callable[[_TaskSet], None], ...] = (
+_VISUAL_TEMPLATES: tuple[Callable[[TaskSet], None], ...] = (
     _digit_tasks,
     _screen_word_tasks,
     _shape_interval_tasks,
@@ -345,7 +352,7 @@ _VISUAL_TEMPLATES: tuple[Callable[[_TaskSet], None], ...] = (
     _scene_change_task,
     _after_beep_tasks,
 )
-_SOUND_TEMPLATES: tuple[Callable[[_TaskSet], None], ...] = (_static_tasks, _beep_tasks, _speech_tasks)
+_SOUND_TEMPLATES: tuple[Callable[[TaskSet], None], ...] = (_static_tasks, _beep_tasks, _speech_tasks)
 
 
 def make_benchmark_tasks(
@@ -357,7 +364,7 @@ def make_benchmark_tasks(
         raise ValueError(
             f"make_benchmark_tasks needs a level='benchmark' timeline, got {timeline.config.level!r}"
         )
-    ts = _TaskSet(timeline, media, id_prefix, split, config_hash)
+    ts = TaskSet(timeline, media, id_prefix, split, config_hash)
     templates = (*_VISUAL_TEMPLATES, *_SOUND_TEMPLATES) if ts.video else _SOUND_TEMPLATES
     for template in templates:
         template(ts)

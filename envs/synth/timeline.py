@@ -22,10 +22,10 @@ from envs.synth.config import (
     SPOKEN_WORDS,
     TONE_FREQS,
     SynthConfig,
-    _rng,
+    stream_rng,
 )
-from envs.synth.glyphs import _text_box, shape_mask
-from envs.synth.speech import _espeak_clip, _package_speech_backend
+from envs.synth.glyphs import shape_mask, text_box
+from envs.synth.speech import espeak_clip, package_speech_backend
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Timeline:
 
     @property
     def content_height(self) -> int:
-        return _content_height(self.config)
+        return content_height_for(self.config)
 
     def of_kind(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
@@ -96,12 +96,13 @@ class Timeline:
         }
 
 
-def _content_height(cfg: SynthConfig) -> int:
+def content_height_for(cfg: SynthConfig) -> int:
     """Rows above the frame-index barcode (the whole frame in audio mode)."""
     return cfg.height - barcode_height(cfg.height) if cfg.mode == "video" else cfg.height
 
 
-def _snap(t: float, fps: int) -> float:
+def snap_to_frame(t: float, fps: int) -> float:
+    """``t`` seconds rounded to the nearest frame boundary at ``fps`` frames per second."""
     return round(t * fps) / fps
 
 
@@ -111,11 +112,11 @@ def _hsv(h: float, s: float, v: float) -> tuple[int, int, int]:
 
 
 def _make_segments(cfg: SynthConfig) -> list[Segment]:
-    rng = _rng(cfg, 1)
+    rng = stream_rng(cfg, 1)
     lo, hi = cfg.segment_seconds
     bounds = [0.0]
     while True:
-        nxt = _snap(bounds[-1] + rng.uniform(lo, hi), cfg.fps)
+        nxt = snap_to_frame(bounds[-1] + rng.uniform(lo, hi), cfg.fps)
         if nxt >= cfg.duration - lo / 2:
             break
         bounds.append(nxt)
@@ -169,10 +170,10 @@ class _Placer:
     def __init__(self, cfg: SynthConfig, backend: str) -> None:
         self.cfg = cfg
         self.backend = backend
-        self.rng = _rng(cfg, 2)
+        self.rng = stream_rng(cfg, 2)
         self.fps = cfg.fps
         self.width = cfg.width
-        self.content_h = _content_height(cfg)
+        self.content_h = content_height_for(cfg)
         self.kinds = _group_kinds(cfg, self.rng)
         self.spoken_vocab = list(self.rng.permutation(SPOKEN_WORDS))[:MAX_DISTINCT_SPOKEN]
         self.events: list[Event] = []
@@ -203,7 +204,7 @@ class _Placer:
         if self.backend != "espeak-ng":
             return None
         word = str(self.rng.choice(self.spoken_vocab))
-        clip = _espeak_clip(word, self.cfg.sample_rate)
+        clip = espeak_clip(word, self.cfg.sample_rate)
         return None if clip is None else (word, clip)
 
     def shape_attrs(self) -> dict[str, Any]:
@@ -246,7 +247,7 @@ def _place_text(p: _Placer, slot: _Slot, kind: str) -> None:
     n = p.frames(max(2, math.ceil(1.6 * fps)), max(3, round(min(3.0, slot.room) * fps)))
     s = p.place(slot, n / fps)
     text = str(rng.integers(0, 10)) if kind == "digit" else str(rng.choice(SCREEN_WORDS))
-    scale, box = _text_box(text, p.width, p.content_h, kind == "digit")
+    scale, box = text_box(text, p.width, p.content_h, kind == "digit")
     x = int(rng.integers(1, max(2, p.width - box[0])))
     y = int(rng.integers(1, max(2, p.content_h - box[1])))
     p.add(kind, s, s + n / fps, slot.group, text=text, scale=scale, x=x, y=y)
@@ -307,7 +308,7 @@ def _place_beep_shape(p: _Placer, slot: _Slot) -> None:
     p.add("shape", shape_start, shape_start + n / fps, slot.group, after_beep=tone.id, **p.shape_attrs())
 
 
-def _stamp_frames(events: list[Event], fps: int) -> None:
+def stamp_frames(events: list[Event], fps: int) -> None:
     """Give each visual event its first and past-the-end frame index (consumers check pixels there)."""
     for ev in events:
         if ev.visual:
@@ -320,11 +321,11 @@ def build_benchmark_timeline(cfg: SynthConfig) -> Timeline:
     :func:`envs.synth.build_timeline` picks the builder of any level."""
     if cfg.level != "benchmark":
         raise ValueError(f"build_benchmark_timeline needs level='benchmark', got {cfg.level!r}")
-    backend = _package_speech_backend(cfg)
+    backend = package_speech_backend(cfg)
     placer = _Placer(cfg, backend)
     segments = _make_segments(cfg)
     for group, kind in enumerate(placer.kinds):
         _PLACERS[kind](placer, placer.slot(group))  # an unknown kind raises (a ValueError)
     events = sorted(placer.events, key=lambda e: (e.start, e.id))
-    _stamp_frames(events, cfg.fps)
+    stamp_frames(events, cfg.fps)
     return Timeline(cfg, segments, events, backend)

@@ -9,14 +9,14 @@ from typing import Any
 from envs.tasks import TASK_TYPES, Task
 from omniagent.datasets.core import Row, RowError
 from omniagent.datasets.fields import (
-    _candidates,
-    _choices,
-    _format,
-    _get,
-    _letter,
-    _media_path,
-    _resolve,
-    _task,
+    answer_letter,
+    build_task,
+    first_existing_media,
+    format_template,
+    get_field,
+    join_media_path,
+    media_candidates,
+    parse_options,
 )
 from omniagent.datasets.registry import register_dataset
 
@@ -31,8 +31,8 @@ def native_tasks(row: Row, media_root: Any, **_: Any) -> Task:
     """
     data = dict(row.data)
     if "media" in data and isinstance(data["media"], str):
-        data["media"] = _media_path(media_root, data["media"])
-    return _task(row, **data)
+        data["media"] = join_media_path(media_root, data["media"])
+    return build_task(row, **data)
 
 
 @register_dataset("generic")
@@ -61,26 +61,28 @@ def generic(
     """
     f = {k: k for k in ("id", "media", "question", "task_type", "choices", "answer", "evidence", "duration")}
     f.update(fields or {})
-    kind = task_type or _get(row, f["task_type"])
+    kind = task_type or get_field(row, f["task_type"])
     if kind not in TASK_TYPES:
         raise RowError(row.where, f"task type {kind!r} is not one of {', '.join(TASK_TYPES)}")
     if media_template is not None and f["media"] not in row.data:
-        media = _resolve(media_root, [_format(t, row) for t in _candidates(media_template, [])])
+        media = first_existing_media(
+            media_root, [format_template(t, row) for t in media_candidates(media_template, [])]
+        )
     else:
-        media = _media_path(media_root, str(_get(row, f["media"])))
-    question = str(_get(row, f["question"]))
-    answer = _get(row, f["answer"], required=False)
+        media = join_media_path(media_root, str(get_field(row, f["media"])))
+    question = str(get_field(row, f["question"]))
+    answer = get_field(row, f["answer"], required=False)
     choices = None
     if kind == "mcq":
-        choices = _choices(row, _get(row, f["choices"]))
+        choices = parse_options(row, get_field(row, f["choices"]))
         if answer is not None:
-            answer = _letter(row, answer, choices)
+            answer = answer_letter(row, answer, choices)
     elif kind == "tr" and isinstance(answer, str):
         try:
             answer = json.loads(answer)
         except json.JSONDecodeError:
             raise RowError(row.where, f"tr answer must be JSON intervals, got {answer[:40]!r}") from None
-    evidence = _get(row, f["evidence"], required=False)
+    evidence = get_field(row, f["evidence"], required=False)
     if isinstance(evidence, str):
         try:
             evidence = json.loads(evidence)
@@ -89,10 +91,10 @@ def generic(
     extra = {k: row.data[k] for k in (extra_fields or []) if k in row.data}
     if "category" in f and f["category"] in row.data:
         extra["category"] = row.data[f["category"]]
-    duration = _get(row, f["duration"], required=False)
-    return _task(
+    duration = get_field(row, f["duration"], required=False)
+    return build_task(
         row,
-        id=f"{id_prefix}{_get(row, f['id'])}",
+        id=f"{id_prefix}{get_field(row, f['id'])}",
         media=media,
         question=question,
         task_type=kind,

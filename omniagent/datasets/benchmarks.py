@@ -11,16 +11,16 @@ from typing import Any
 from envs.tasks import Task
 from omniagent.datasets.core import DatasetError, Row, RowError
 from omniagent.datasets.fields import (
-    _candidates,
-    _choices,
-    _format,
-    _get,
-    _letter,
-    _qhash,
-    _resolve,
-    _task,
+    answer_letter,
+    build_task,
     embedded_options,
+    first_existing_media,
+    format_template,
+    get_field,
+    media_candidates,
+    parse_options,
     parse_timestamp,
+    question_hash,
 )
 from omniagent.datasets.layouts import dailyomni_domain, nested_videomme_rows
 from omniagent.datasets.registry import Produced, register_dataset
@@ -43,25 +43,25 @@ def videomme(
     """
     if isinstance(row.data.get("questions"), list):
         return [videomme(sub, media_root, media_template) for sub in nested_videomme_rows(row)]
-    vid = str(_get(row, "videoID", "video_name", "youtube_id"))
-    choices = _choices(row, _get(row, "options"))
+    vid = str(get_field(row, "videoID", "video_name", "youtube_id"))
+    choices = parse_options(row, get_field(row, "options"))
     defaults = [f"{vid}.mp4", f"data/{vid}.mp4", f"videos/{vid}.mp4", f"{vid}.mkv"]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    return _task(
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    return build_task(
         row,
-        id=f"videomme-{_get(row, 'question_id')}",
-        media=_resolve(media_root, cands),
-        question=str(_get(row, "question")),
+        id=f"videomme-{get_field(row, 'question_id')}",
+        media=first_existing_media(media_root, cands),
+        question=str(get_field(row, "question")),
         task_type="mcq",
         choices=choices,
-        answer=_letter(row, _get(row, "answer"), choices),
+        answer=answer_letter(row, get_field(row, "answer"), choices),
         source="videomme",
         extra={
-            "category": _get(row, "task_type", required=False),
-            "duration_label": _get(row, "duration", required=False),
-            "domain": _get(row, "domain", required=False),
-            "sub_category": _get(row, "sub_category", required=False),
-            "video_id": _get(row, "video_id", required=False),
+            "category": get_field(row, "task_type", required=False),
+            "duration_label": get_field(row, "duration", required=False),
+            "domain": get_field(row, "domain", required=False),
+            "sub_category": get_field(row, "sub_category", required=False),
+            "video_id": get_field(row, "video_id", required=False),
         },
     )
 
@@ -91,13 +91,16 @@ def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = 
     """
     if "qa" not in row.data and "video_path" in row.data:
         vp = str(row.data["video_path"])
-        cands = [_format(t, row) for t in _candidates(media_template, [])] or [vp, f"videos/{Path(vp).name}"]
-        return [lvbench_flat(row, _resolve(media_root, cands))]
-    key = str(_get(row, "key", "video_id"))
+        cands = [format_template(t, row) for t in media_candidates(media_template, [])] or [
+            vp,
+            f"videos/{Path(vp).name}",
+        ]
+        return [lvbench_flat(row, first_existing_media(media_root, cands))]
+    key = str(get_field(row, "key", "video_id"))
     defaults = [f"{key}.mp4", f"videos/{key}.mp4", f"{key}.mkv"]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    media = _resolve(media_root, cands)
-    qa = _get(row, "qa")
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    media = first_existing_media(media_root, cands)
+    qa = get_field(row, "qa")
     if not isinstance(qa, list):
         raise RowError(row.where, "'qa' must be a list of questions")
     tasks = []
@@ -105,8 +108,8 @@ def lvbench(row: Row, media_root: Any, media_template: str | list[str] | None = 
         sub = Row(q if isinstance(q, dict) else {}, f"{row.where} qa[{i}]")
         if not isinstance(q, dict):
             raise RowError(sub.where, "each qa entry must be an object")
-        stem, options = embedded_options(sub, _get(sub, "question"))
-        uid = _get(sub, "uid", default=f"{key}-{i}", required=False)
+        stem, options = embedded_options(sub, get_field(sub, "question"))
+        uid = get_field(sub, "uid", default=f"{key}-{i}", required=False)
         tasks.append(_lvbench_task(sub, uid, media, stem, options, video_type=row.data.get("type")))
     return tasks
 
@@ -118,14 +121,14 @@ def _lvbench_task(row: Row, uid: Any, media: str, stem: str, choices: list[str],
     ref = row.data.get("time_reference")
     span = _span(ref)
     qtype = row.data.get("question_type")
-    return _task(
+    return build_task(
         row,
         id=f"lvbench-{uid}",
         media=media,
         question=stem,
         task_type="mcq",
         choices=choices,
-        answer=_letter(row, _get(row, "answer"), choices),
+        answer=answer_letter(row, get_field(row, "answer"), choices),
         evidence=[span] if span else None,
         source="lvbench",
         extra={
@@ -140,14 +143,14 @@ def lvbench_flat(row: Row, media: str) -> Task:
     """One record of lmms-eval's LVBench export: ``video_path``, ``question``, ``options`` (a list,
     optional: else the options are the ``(A) ...`` lines of the question) and ``answer``; ``uid``,
     ``question_type`` and ``time_reference`` are used when present."""
-    text = str(_get(row, "question"))
+    text = str(get_field(row, "question"))
     raw = row.data.get("options")
     if raw:
-        stem, choices = text, _choices(row, raw)
+        stem, choices = text, parse_options(row, raw)
     else:
         stem, choices = embedded_options(row, text)
-    vid = Path(str(_get(row, "video_path"))).stem
-    uid = _get(row, "uid", "id", required=False, default=f"{vid}-{_qhash(text)}")
+    vid = Path(str(get_field(row, "video_path"))).stem
+    uid = get_field(row, "uid", "id", required=False, default=f"{vid}-{question_hash(text)}")
     return _lvbench_task(row, uid, media, stem, choices)
 
 
@@ -162,26 +165,26 @@ def dailyomni(row: Row, media_root: Any, media_template: str | list[str] | None 
     ``{video_id}/{video_id}_video.mp4``, ``Videos/{video_id}/{video_id}_video.mp4``, ``{video_id}.mp4``.
     The id is ``dailyomni-{video_id}-{hash of the question}`` (the release has no question id).
     """
-    vid = str(_get(row, "video_id"))
-    question = str(_get(row, "Question", "question"))
-    choices = _choices(row, _get(row, "Choice", "choices", "options"))
+    vid = str(get_field(row, "video_id"))
+    question = str(get_field(row, "Question", "question"))
+    choices = parse_options(row, get_field(row, "Choice", "choices", "options"))
     defaults = [f"{vid}/{vid}_video.mp4", f"Videos/{vid}/{vid}_video.mp4", f"{vid}.mp4"]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    return _task(
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    return build_task(
         row,
-        id=f"dailyomni-{_get(row, 'id', 'qid', required=False, default=f'{vid}-{_qhash(question)}')}",
-        media=_resolve(media_root, cands),
+        id=f"dailyomni-{get_field(row, 'id', 'qid', required=False, default=f'{vid}-{question_hash(question)}')}",
+        media=first_existing_media(media_root, cands),
         question=question,
         task_type="mcq",
         choices=choices,
-        answer=_letter(row, _get(row, "Answer", "answer"), choices),
+        answer=answer_letter(row, get_field(row, "Answer", "answer"), choices),
         source="dailyomni",
         extra={
-            "category": _get(row, "Type", "type", required=False),
-            "duration_label": _get(row, "video_duration", required=False),
+            "category": get_field(row, "Type", "type", required=False),
+            "duration_label": get_field(row, "video_duration", required=False),
             "domain": dailyomni_domain(row.data.get("content_parent_category")),
-            "fine_category": _get(row, "content_fine_category", required=False),
-            "video_category": _get(row, "video_category", required=False),
+            "fine_category": get_field(row, "content_fine_category", required=False),
+            "video_category": get_field(row, "video_category", required=False),
         },
     )
 
@@ -198,17 +201,18 @@ def worldsense(
     ``question``, ``candidates``, ``answer``, ``task_type``, ``task_domain``, ``index``) work too.
     Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``); lmms-eval's ``video_path`` first when given.
     """
-    vid = str(_get(row, "video_id", "video", "video_path", "_key"))
+    vid = str(get_field(row, "video_id", "video", "video_path", "_key"))
     vid = Path(vid).stem if vid.endswith(".mp4") else vid
     vp = row.data.get("video_path")
     defaults = ([str(vp)] if vp else []) + [f"{vid}.mp4", f"videos/{vid}.mp4"]
     data = {**row.data, "video_id": vid}
-    cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
-    media = _resolve(media_root, cands)
+    cands = [
+        format_template(t, Row(data, row.where)) for t in media_candidates(media_template, [])
+    ] or defaults
+    media = first_existing_media(media_root, cands)
     if "question" in row.data:
-        items = [
-            (str(_get(row, "index", "id", required=False, default=_qhash(str(row.data["question"])))), row)
-        ]
+        qid = get_field(row, "index", "id", required=False, default=question_hash(str(row.data["question"])))
+        items = [(str(qid), row)]
     else:
         keys = sorted((k for k in row.data if re.fullmatch(r"task\d+", str(k))), key=lambda k: int(k[4:]))
         if not keys:
@@ -220,20 +224,20 @@ def worldsense(
             items.append((k, Row(row.data[k], f"{row.where} {k}")))
     tasks = []
     for suffix, sub in items:
-        choices = _choices(sub, _get(sub, "candidates", "options"))
+        choices = parse_options(sub, get_field(sub, "candidates", "options"))
         tasks.append(
-            _task(
+            build_task(
                 sub,
                 id=f"worldsense-{vid}-{suffix}",
                 media=media,
-                question=str(_get(sub, "question")),
+                question=str(get_field(sub, "question")),
                 task_type="mcq",
                 choices=choices,
-                answer=_letter(sub, _get(sub, "answer"), choices),
+                answer=answer_letter(sub, get_field(sub, "answer"), choices),
                 source="worldsense",
                 extra={
-                    "category": _get(sub, "task_type", required=False),
-                    "task_domain": _get(sub, "task_domain", required=False),
+                    "category": get_field(sub, "task_type", required=False),
+                    "task_domain": get_field(sub, "task_domain", required=False),
                     "domain": row.data.get("domain"),
                 },
             )
@@ -261,16 +265,18 @@ def longvale(
     answer is ``[[start, end]]``; spans running past ``duration`` are clipped to it (recorded in
     ``extra.clipped``). Media: ``{video_id}.mp4`` (also ``videos/{video_id}.mp4``).
     """
-    vid = str(_get(row, "video_id", "_key"))
+    vid = str(get_field(row, "video_id", "_key"))
     data = {**row.data, "video_id": vid}
     defaults = [f"{vid}.mp4", f"videos/{vid}.mp4"]
-    cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
-    media = _resolve(media_root, cands)
+    cands = [
+        format_template(t, Row(data, row.where)) for t in media_candidates(media_template, [])
+    ] or defaults
+    media = first_existing_media(media_root, cands)
     try:
-        duration = float(_get(row, "duration"))
+        duration = float(get_field(row, "duration"))
     except (TypeError, ValueError):
         raise RowError(row.where, f"duration must be a number, got {row.data.get('duration')!r}") from None
-    spans, sentences = _get(row, "timestamps"), _get(row, "sentences")
+    spans, sentences = get_field(row, "timestamps"), get_field(row, "sentences")
     if not isinstance(spans, list) or not isinstance(sentences, list) or len(spans) != len(sentences):
         raise RowError(row.where, "'timestamps' and 'sentences' must be lists of the same length")
     tasks = []
@@ -285,7 +291,7 @@ def longvale(
         clipped = end > duration
         end = min(end, duration)
         tasks.append(
-            _task(
+            build_task(
                 Row({}, where),
                 id=f"longvale-{vid}-{i}",
                 media=media,
@@ -320,11 +326,11 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
     MRA; the rest are mcq. Media: ``{dataset}/{scene_name}.mp4`` (also ``{scene_name}.mp4``). lmms-eval's
     export has no ``id``: the id is then ``{dataset}-{scene_name}-{hash of type and question}``.
     """
-    scene = str(_get(row, "scene_name"))
-    qtype = str(_get(row, "question_type"))
+    scene = str(get_field(row, "scene_name"))
+    qtype = str(get_field(row, "question_type"))
     defaults = [f"{row.data.get('dataset', '')}/{scene}.mp4", f"{scene}.mp4"]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    truth = _get(row, "ground_truth", "answer")
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    truth = get_field(row, "ground_truth", "answer")
     choices = None
     if qtype in VSI_NUMERIC:
         kind = VSI_NUMERIC[qtype]
@@ -334,13 +340,13 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
             raise RowError(row.where, f"{qtype} ground_truth must be a number, got {truth!r}") from None
     else:
         kind = "mcq"
-        choices = _choices(row, _get(row, "options"))
-        answer = _letter(row, truth, choices)
-    return _task(
+        choices = parse_options(row, get_field(row, "options"))
+        answer = answer_letter(row, truth, choices)
+    return build_task(
         row,
         id=f"vsibench-{_vsi_id(row, qtype, scene)}",
-        media=_resolve(media_root, cands),
-        question=str(_get(row, "question")),
+        media=first_existing_media(media_root, cands),
+        question=str(get_field(row, "question")),
         task_type=kind,
         choices=choices,
         answer=answer,
@@ -352,7 +358,7 @@ def vsibench(row: Row, media_root: Any, media_template: str | list[str] | None =
 def _vsi_id(row: Row, qtype: str, scene: str) -> str:
     if row.data.get("id") not in (None, ""):
         return str(row.data["id"])
-    return f"{row.data.get('dataset', '')}-{scene}-{_qhash(qtype + ' ' + str(_get(row, 'question')))}"
+    return f"{row.data.get('dataset', '')}-{scene}-{question_hash(qtype + ' ' + str(get_field(row, 'question')))}"
 
 
 @register_dataset("synthetic", per_row=False)

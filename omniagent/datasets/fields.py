@@ -16,7 +16,9 @@ from envs.tasks import LETTERS, Task
 from omniagent.datasets.core import Row, RowError
 
 
-def _get(row: Row, *names: str, required: bool = True, default: Any = None) -> Any:
+def get_field(row: Row, *names: str, required: bool = True, default: Any = None) -> Any:
+    """The value of the first of ``names`` that ``row`` has (None and ``""`` count as absent). When
+    none is present: a :class:`RowError` naming them if ``required``, else ``default``."""
     for name in names:
         if name in row.data and row.data[name] is not None and row.data[name] != "":
             return row.data[name]
@@ -36,7 +38,10 @@ def split_option(text: str, expected_letter: str | None = None) -> str:
     return str(text).strip()
 
 
-def _choices(row: Row, raw: Any) -> list[str]:
+def parse_options(row: Row, raw: Any) -> list[str]:
+    """The answer options of ``row`` from ``raw``: a list, a ``{"A": ...}`` mapping (in key order), a JSON
+    string of either, or one option per line; letter prefixes (``"A. "``) are stripped. Fewer than two
+    options is a :class:`RowError`."""
     if isinstance(raw, str):
         try:
             raw = json.loads(raw)
@@ -49,7 +54,7 @@ def _choices(row: Row, raw: Any) -> list[str]:
     return [split_option(str(c), LETTERS[i]) for i, c in enumerate(raw)]
 
 
-def _letter(row: Row, answer: Any, choices: list[str]) -> str:
+def answer_letter(row: Row, answer: Any, choices: list[str]) -> str:
     """An answer given as a letter, ``"(B)"``, ``"B. text"``, an index, or the option text -> letter."""
     if isinstance(answer, bool):
         raise RowError(row.where, f"answer must be an option letter, got {answer!r}")
@@ -81,30 +86,36 @@ def parse_timestamp(text: str | float | int) -> float:
     return float(str(text).strip())
 
 
-def _media_path(media_root: str | os.PathLike[str] | None, rel: str) -> str:
+def join_media_path(media_root: str | os.PathLike[str] | None, rel: str) -> str:
+    """``rel`` joined onto ``media_root`` (both ``~``-expanded); ``rel`` alone when it is absolute or there is
+    no root. Nothing is checked on disk."""
     p = Path(os.path.expanduser(str(rel)))
     if p.is_absolute() or media_root is None:
         return str(p)
     return str(Path(os.path.expanduser(str(media_root))) / p)
 
 
-def _resolve(media_root: Any, candidates: list[str]) -> str:
+def first_existing_media(media_root: Any, candidates: list[str]) -> str:
     """The first candidate that exists under ``media_root``; else the first candidate (reported missing)."""
-    paths = [_media_path(media_root, c) for c in candidates]
+    paths = [join_media_path(media_root, c) for c in candidates]
     for p in paths:
         if os.path.exists(p):
             return p
     return paths[0]
 
 
-def _format(template: str, row: Row) -> str:
+def format_template(template: str, row: Row) -> str:
+    """``template`` filled with ``row``'s string-keyed fields (``str.format``); a field it names that the
+    row lacks is a :class:`RowError`."""
     try:
         return template.format(**{k: v for k, v in row.data.items() if isinstance(k, str)})
     except (KeyError, IndexError) as exc:
         raise RowError(row.where, f"media template {template!r} needs field {exc}") from None
 
 
-def _task(row: Row, **fields: Any) -> Task:
+def build_task(row: Row, **fields: Any) -> Task:
+    """``Task(**fields)``; a validation failure becomes one :class:`RowError` for ``row`` listing every
+    problem as ``field: message``."""
     try:
         return Task(**fields)
     except ValidationError as exc:
@@ -116,11 +127,15 @@ def _task(row: Row, **fields: Any) -> Task:
         raise RowError(row.where, "; ".join(parts)) from None
 
 
-def _qhash(text: str) -> str:
+def question_hash(text: str) -> str:
+    """A 10-hex-digit id for ``text``, stable across case and whitespace changes (SHA-1 of the
+    lower-cased, whitespace-normalised text)."""
     return hashlib.sha1(" ".join(text.split()).lower().encode()).hexdigest()[:10]
 
 
-def _candidates(template: str | list[str] | None, defaults: list[str]) -> list[str]:
+def media_candidates(template: str | list[str] | None, defaults: list[str]) -> list[str]:
+    """The media path templates to try: ``defaults`` when ``template`` is None, else ``template`` (one
+    string or a list of them)."""
     if template is None:
         return defaults
     return [template] if isinstance(template, str) else list(template)

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 
 from envs.tasks import Task
 from omniagent.datasets.core import Row, RowError
-from omniagent.datasets.fields import _get
+from omniagent.datasets.fields import get_field
 
 __all__ = [
     "duplicate_option_warning",
@@ -52,7 +52,7 @@ def nested_videomme_rows(row: Row) -> Iterator[Row]:
     video = {k: v for k, v in row.data.items() if k != "questions"}
     if "videoID" not in video:
         try:
-            video["videoID"] = youtube_id(str(_get(row, "url", "videoID")))
+            video["videoID"] = youtube_id(str(get_field(row, "url", "videoID")))
         except ValueError as exc:
             raise RowError(row.where, str(exc)) from None
     for i, q in enumerate(row.data["questions"]):

@@ -19,7 +19,14 @@ from typing import Any
 
 from envs.tasks import LETTERS, Task
 from omniagent.datasets.core import Row, RowError, SkipRow
-from omniagent.datasets.fields import _candidates, _choices, _format, _get, _resolve, _task
+from omniagent.datasets.fields import (
+    build_task,
+    first_existing_media,
+    format_template,
+    get_field,
+    media_candidates,
+    parse_options,
+)
 from omniagent.datasets.registry import register_dataset
 
 __all__ = ["DURATION_GROUPS", "longvideobench"]
@@ -31,7 +38,7 @@ NO_GROUND_TRUTH = "no correct_choice (the test split has no ground truth)"
 
 def _options(row: Row) -> list[str]:
     if row.data.get("candidates") is not None:
-        return _choices(row, row.data["candidates"])
+        return parse_options(row, row.data["candidates"])
     slots = [row.data.get(f"option{i}") for i in range(len(LETTERS))]
     options = [str(o) for o in slots if o is not None and str(o).strip() not in ("", "N/A")]
     if len(options) < 2:
@@ -70,30 +77,33 @@ def longvideobench(
     ``category`` (question_category), ``duration_label`` (the length group, e.g. "3m-10m"),
     ``topic_category``, ``level``, ``video_id``.
     """
-    path = str(_get(row, "video_path"))
+    path = str(get_field(row, "video_path"))
     choices = _options(row)
     answer = _answer(row, len(choices))
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or [f"videos/{path}", path]
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or [
+        f"videos/{path}",
+        path,
+    ]
     duration = row.data.get("duration")
     try:
         seconds = float(duration) if duration not in (None, "") else None
     except (TypeError, ValueError):
         raise RowError(row.where, f"duration must be a number of seconds, got {duration!r}") from None
-    return _task(
+    return build_task(
         row,
-        id=f"longvideobench-{_get(row, 'id')}",
-        media=_resolve(media_root, cands),
-        question=str(_get(row, "question")).strip(),
+        id=f"longvideobench-{get_field(row, 'id')}",
+        media=first_existing_media(media_root, cands),
+        question=str(get_field(row, "question")).strip(),
         task_type="mcq",
         choices=choices,
         answer=answer,
         duration=seconds if seconds and seconds > 0 else None,
         source="longvideobench",
         extra={
-            "category": _get(row, "question_category", required=False),
+            "category": get_field(row, "question_category", required=False),
             "duration_label": _group_label(row.data.get("duration_group")),
-            "topic_category": _get(row, "topic_category", required=False),
-            "level": _get(row, "level", required=False),
-            "video_id": _get(row, "video_id", required=False),
+            "topic_category": get_field(row, "topic_category", required=False),
+            "level": get_field(row, "level", required=False),
+            "video_id": get_field(row, "video_id", required=False),
         },
     )

@@ -21,15 +21,15 @@ from typing import Any
 from envs.tasks import Task
 from omniagent.datasets.core import Row, RowError, SkipRow
 from omniagent.datasets.fields import (
-    _candidates,
-    _choices,
-    _format,
-    _get,
-    _letter,
-    _qhash,
-    _resolve,
-    _task,
+    answer_letter,
+    build_task,
     embedded_options,
+    first_existing_media,
+    format_template,
+    get_field,
+    media_candidates,
+    parse_options,
+    question_hash,
 )
 from omniagent.datasets.registry import register_dataset
 
@@ -57,22 +57,24 @@ def mlvu(row: Row, media_root: Any, media_template: str | list[str] | None = Non
         return _flat(row, media_root, media_template)
     if not row.data.get("candidates"):
         raise SkipRow(OPEN_ENDED)
-    video = str(_get(row, "video"))
+    video = str(get_field(row, "video"))
     task_dir = _task_dir(row)
-    qtype = str(_get(row, "question_type", default=task_dir, required=False))
+    qtype = str(get_field(row, "question_type", default=task_dir, required=False))
     question = str(row.data.get("question") or "").strip()
     raw = row.data["candidates"]
     if not question or not str(row.data.get("answer") or "").strip() or not all(str(c).strip() for c in raw):
         raise SkipRow(EMPTY)
-    choices = _choices(row, raw)
+    choices = parse_options(row, raw)
     try:
-        answer = _letter(row, row.data["answer"], choices)
+        answer = answer_letter(row, row.data["answer"], choices)
     except RowError:
         raise SkipRow(NOT_A_CANDIDATE) from None
     data = {**row.data, "task_dir": task_dir}
     defaults = [f"video/{task_dir}/{video}", f"{task_dir}/{video}", video]
-    cands = [_format(t, Row(data, row.where)) for t in _candidates(media_template, [])] or defaults
-    return _mlvu_task(row, qtype, video, _resolve(media_root, cands), question, choices, answer)
+    cands = [
+        format_template(t, Row(data, row.where)) for t in media_candidates(media_template, [])
+    ] or defaults
+    return _mlvu_task(row, qtype, video, first_existing_media(media_root, cands), question, choices, answer)
 
 
 def _mlvu_task(
@@ -80,9 +82,9 @@ def _mlvu_task(
 ) -> Task:
     """One MLVU question; the id hashes the question with its candidates (the same question is asked
     twice about one video with other candidates)."""
-    return _task(
+    return build_task(
         row,
-        id=f"mlvu-{qtype}-{Path(video).stem}-{_qhash(question + ' | ' + ' | '.join(choices))}",
+        id=f"mlvu-{qtype}-{Path(video).stem}-{question_hash(question + ' | ' + ' | '.join(choices))}",
         media=media,
         question=question,
         task_type="mcq",
@@ -106,14 +108,14 @@ def _duration(row: Row) -> float | None:
 def _flat(row: Row, media_root: Any, media_template: str | list[str] | None) -> Task:
     """lmms-eval's MLVU record: ``video_name``, ``question`` (stem + ``(A) ...`` lines), ``answer`` (a
     letter), ``task_type``; ``candidates`` when present."""
-    video = str(_get(row, "video_name"))
-    text = str(_get(row, "question"))
+    video = str(get_field(row, "video_name"))
+    text = str(get_field(row, "question"))
     if row.data.get("candidates"):
-        stem, choices = text.strip(), _choices(row, row.data["candidates"])
+        stem, choices = text.strip(), parse_options(row, row.data["candidates"])
     else:
         stem, choices = embedded_options(row, text)
-    qtype = str(_get(row, "task_type", "question_type", default="unknown", required=False))
+    qtype = str(get_field(row, "task_type", "question_type", default="unknown", required=False))
     defaults = [video, f"video/{video}", f"videos/{video}"]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    answer = _letter(row, _get(row, "answer"), choices)
-    return _mlvu_task(row, qtype, video, _resolve(media_root, cands), stem, choices, answer)
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    answer = answer_letter(row, get_field(row, "answer"), choices)
+    return _mlvu_task(row, qtype, video, first_existing_media(media_root, cands), stem, choices, answer)

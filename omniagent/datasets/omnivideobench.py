@@ -21,13 +21,13 @@ from envs.tasks import Task
 from omniagent.datasets.core import Row, RowError
 from omniagent.datasets.evidence_text import EvidenceCounts, evidence_intervals
 from omniagent.datasets.fields import (
-    _candidates,
-    _choices,
-    _format,
-    _get,
-    _letter,
-    _resolve,
-    _task,
+    answer_letter,
+    build_task,
+    first_existing_media,
+    format_template,
+    get_field,
+    media_candidates,
+    parse_options,
     parse_timestamp,
 )
 from omniagent.datasets.registry import register_dataset
@@ -69,13 +69,13 @@ def omnivideobench(
     ``Task.extra``: ``category`` (question_type), ``audio_type``, ``domain`` (video_type), ``duration_mmss``
     (the labelled length) and ``evidence_steps``.
     """
-    video = str(_get(row, "video"))
-    questions = _get(row, "questions")
+    video = str(get_field(row, "video"))
+    questions = get_field(row, "questions")
     if not isinstance(questions, list):
         raise RowError(row.where, "'questions' must be a list")
     defaults = [f"{video}.mp4", f"videos/{video}.mp4", video]
-    cands = [_format(t, row) for t in _candidates(media_template, [])] or defaults
-    media = _resolve(media_root, cands)
+    cands = [format_template(t, row) for t in media_candidates(media_template, [])] or defaults
+    media = first_existing_media(media_root, cands)
     duration = _duration(row)
     tasks = []
     for i, q in enumerate(questions):
@@ -89,26 +89,26 @@ def omnivideobench(
 def _question(
     row: Row, index: int, video: str, media: str, duration: float | None, parent: dict[str, Any]
 ) -> Task:
-    question = str(_get(row, "question")).strip()
-    choices = _choices(row, _get(row, "options"))
+    question = str(get_field(row, "question")).strip()
+    choices = parse_options(row, get_field(row, "options"))
     steps = row.data.get("reasoning_steps") or []
     counts = EvidenceCounts()
     sentences = [s for s in (step_evidence(st) for st in steps) if s]
     counts.steps = len(steps) - len(sentences)  # steps without any evidence text still count as steps
     evidence = evidence_intervals(sentences, duration, counts)
-    return _task(
+    return build_task(
         row,
         id=f"omnivideobench-{video}-q{index}",
         media=media,
         question=question,
         task_type="mcq",
         choices=choices,
-        answer=_letter(row, _get(row, "correct_option", "answer"), choices),
+        answer=answer_letter(row, get_field(row, "correct_option", "answer"), choices),
         evidence=evidence or None,
         source="omnivideobench",
         extra={
-            "category": _get(row, "question_type", required=False),
-            "audio_type": _get(row, "audio_type", required=False),
+            "category": get_field(row, "question_type", required=False),
+            "audio_type": get_field(row, "audio_type", required=False),
             "domain": parent.get("video_type"),
             "duration_mmss": parent.get("duration"),
             "evidence_steps": counts.as_dict(),

@@ -80,7 +80,10 @@ def read_rows(path: str | os.PathLike[str], records_key: str | None = None) -> I
         raise DatasetError(f"{path}: unsupported annotation format {suffix!r} (jsonl, json, parquet, csv)")
 
 
-def _files(annotations: str | os.PathLike[str] | list[Any]) -> list[Path]:
+def annotation_files(annotations: str | os.PathLike[str] | list[Any]) -> list[Path]:
+    """The annotation files named by ``annotations`` (a path or a list of them), in order: a folder
+    stands for its ``*.jsonl``, ``*.json``, ``*.parquet`` and ``*.csv`` files (sorted; an empty folder is a
+    :class:`DatasetError`); a file is kept as given, whether or not it exists."""
     items = annotations if isinstance(annotations, list | tuple) else [annotations]
     out: list[Path] = []
     for item in items:

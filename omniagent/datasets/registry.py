@@ -25,7 +25,7 @@ from omniagent.datasets.core import (
     check_media,
 )
 from omniagent.datasets.layouts import duplicate_option_warning
-from omniagent.datasets.readers import _files, read_rows
+from omniagent.datasets.readers import annotation_files, read_rows
 
 log = logging.getLogger(__name__)
 Produced = list[tuple[str, "Task | RowError | SkipRow"]]
@@ -135,7 +135,7 @@ def load_dataset(
     adapter = DATASETS[name]  # an unknown name raises UnknownNameError (a KeyError) listing the known ones
     files: list[Path] = []
     if annotations is not None:
-        files = _files(annotations)
+        files = annotation_files(annotations)
         if media_root is None:
             media_root = str(files[0].resolve().parent)
     problems: list[str] = []

@@ -34,6 +34,8 @@ __all__ = [
     "DEFAULT_DURATION_BINS",
     "compare",
     "duration_bin",
+    "format_ci",
+    "format_num",
     "load_summary",
     "make_console",
     "print_compare",
@@ -313,13 +315,16 @@ def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(p.read_text())
 
 
-def _ci(c: dict[str, Any] | None, digits: int = 3) -> str:
+def format_ci(c: dict[str, Any] | None, digits: int = 3) -> str:
+    """A confidence interval ``{"mean", "lo", "hi"}`` as ``"mean [lo, hi]"`` with ``digits`` decimals;
+    ``"-"`` when ``c`` is empty or has no mean."""
     if not c or c.get("mean") is None:
         return "-"
     return f"{c['mean']:.{digits}f} [{c['lo']:.{digits}f}, {c['hi']:.{digits}f}]"
 
 
-def _num(x: float | None, digits: int = 1) -> str:
+def format_num(x: float | None, digits: int = 1) -> str:
+    """``x`` with ``digits`` decimals; ``"-"`` for None or NaN."""
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
@@ -345,16 +350,16 @@ def print_eval_summary(summary: dict[str, Any], console: Any = None) -> None:
     for r in _csv_rows(summary):
         ci = "-" if r["score"] is None else f"{r['score']:.3f} [{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]"
         table.add_row(
-            r["group"], f"{r['key']} ({r['metric']})" if r["group"] == "task_type" else str(r["key"]), str(r["n"]), ci, _num(r["answer_rate"], 2), _num(r["frames_used"]),
-            _num(r["turns"]),
+            r["group"], f"{r['key']} ({r['metric']})" if r["group"] == "task_type" else str(r["key"]), str(r["n"]), ci, format_num(r["answer_rate"], 2), format_num(r["frames_used"]),
+            format_num(r["turns"]),
         )  # fmt: skip
     console.print(table)
     t = summary["time"]
     ctx = summary["context_tokens_per_turn"]
     console.print(
-        f"score over ok rows {_ci(summary['score_ok'])}; answer rate {_ci(summary['answer_rate'], 2)}; "
-        f"frames {_ci(summary['frames_used'], 1)}; turns {_ci(summary['turns'], 1)}; "
-        f"context tokens/turn {_num(ctx['mean'], 0)} (max {ctx['max'] if ctx['max'] is not None else '-'})"
+        f"score over ok rows {format_ci(summary['score_ok'])}; answer rate {format_ci(summary['answer_rate'], 2)}; "
+        f"frames {format_ci(summary['frames_used'], 1)}; turns {format_ci(summary['turns'], 1)}; "
+        f"context tokens/turn {format_num(ctx['mean'], 0)} (max {ctx['max'] if ctx['max'] is not None else '-'})"
     )
     share = "-" if t["model_share"] is None else f"{100 * t['model_share']:.0f}%"
     console.print(
@@ -408,11 +413,11 @@ def compare(summary_a: dict[str, Any], summary_b: dict[str, Any], metric: str = 
 def print_compare(result: dict[str, Any], console: Any = None) -> None:
     console = console or make_console()
     a, b = result["a"], result["b"]
-    console.print(f"{a['name']}: {_ci(a)}   {b['name']}: {_ci(b)}")
+    console.print(f"{a['name']}: {format_ci(a)}   {b['name']}: {format_ci(b)}")
     console.print(result["verdict"])
     for k, v in result["by_task_type"].items():
         mark = "overlap" if v["overlap"] else ("-" if v["overlap"] is None else "DIFFERENT")
-        console.print(f"  {k}: {_ci(v['a'])} vs {_ci(v['b'])}  {mark}")
+        console.print(f"  {k}: {format_ci(v['a'])} vs {format_ci(v['b'])}  {mark}")
 
 
 def paired_compare(
@@ -480,10 +485,10 @@ def print_paired(result: dict[str, Any], console: Any = None) -> None:
     a, b, d = result["a"], result["b"], result["diff"]
     console.print(
         f"on {result['n_shared']} shared tasks ({result['only_a']} only in {a['name']}, "
-        f"{result['only_b']} only in {b['name']}): {a['name']} {_ci(a)}   {b['name']} {_ci(b)}"
+        f"{result['only_b']} only in {b['name']}): {a['name']} {format_ci(a)}   {b['name']} {format_ci(b)}"
     )
     by = f" (resampling {d.get('clusters')} clusters by {result['cluster']})" if result.get("cluster") else ""
-    console.print(f"{a['name']} - {b['name']}: {_ci(d)}{by}; {result['verdict']}")
+    console.print(f"{a['name']} - {b['name']}: {format_ci(d)}{by}; {result['verdict']}")
     for kind, v in result["by_task_type"].items():
         mark = "-" if v["resolved"] is None else ("RESOLVED" if v["resolved"] else "not resolved")
-        console.print(f"  {kind} ({v['metric']}, n={v['n']}): difference {_ci(v)}  {mark}")
+        console.print(f"  {kind} ({v['metric']}, n={v['n']}): difference {format_ci(v)}  {mark}")

@@ -27,23 +27,23 @@ from omniagent.backends.synth_compact import describe_compact, parse_compact
 from omniagent.backends.synth_world import Percept, SynthWorld, WorldError
 from recipes.tiny_agent.frame_captions import (
     CaptionBatches,
-    _chat,
-    _latest_percept,
-    _observation,
-    _Worlds,
+    WorldCache,
     decoded_frames,
     event_times,
     frame_prompt,
+    latest_percept,
     percept_chats,
+    teacher_observation,
+    two_turn_chat,
 )
 from rl.sft.step import collate
 
 
 def frame_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[str, Any]]]:
     """One chat per distinct (media, time) frame of the rows' latest percepts, captioned compactly."""
-    chats, seen, worlds = [], set(), _Worlds()
+    chats, seen, worlds = [], set(), WorldCache()
     for media, messages in rows:
-        for part in _latest_percept(messages):
+        for part in latest_percept(messages):
             if part.get("type") != "image" or part.get("timestamp") is None:
                 continue
             label, world = float(part["timestamp"]), worlds(media)
@@ -52,7 +52,7 @@ def frame_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[
             if (media, label) not in seen:
                 seen.add((media, label))
                 chats.append(
-                    _chat(
+                    two_turn_chat(
                         frame_prompt(label, part), describe_compact(world, Percept("frames", times=[label]))
                     )
                 )
@@ -70,7 +70,9 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
         for frame in decoded_frames(path, event_times(world, ("digit",), per_event, rng)):
             label = round(frame.time, 2)
             prompt = frame_prompt(label, {"type": "image", "image": frame.image, "timestamp": label})
-            chats.append(_chat(prompt, describe_compact(world, Percept("frames", times=[frame.time]))))
+            chats.append(
+                two_turn_chat(prompt, describe_compact(world, Percept("frames", times=[frame.time])))
+            )
     return chats
 
 
@@ -78,9 +80,9 @@ def audio_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[
     """One chat per distinct served audio span of the rows' latest percepts, with the teacher's Observation."""
     chats, seen = [], set()
     for media, messages in rows:
-        parts = _latest_percept(messages)
+        parts = latest_percept(messages)
         spans = [(float(p["start"]), float(p["end"])) for p in parts if p.get("type") == "audio"]
-        observation = _observation(messages[-1])
+        observation = teacher_observation(messages[-1])
         if (
             len(spans) != 1
             or (media, spans[0]) in seen
@@ -90,7 +92,7 @@ def audio_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[
             continue
         seen.add((media, spans[0]))
         prompt = [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
-        chats.append(_chat(prompt, observation))
+        chats.append(two_turn_chat(prompt, observation))
     return chats
 
 

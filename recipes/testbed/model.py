@@ -34,15 +34,15 @@ def build_testbed_agent(out_dir: str | Path, corpus: Sequence[str], seed: int = 
     import torch
     from transformers import GenerationConfig, Qwen2_5OmniThinkerForConditionalGeneration
 
-    from omniagent.tiny_model import _CORPUS, _build_processor, _train_tokenizer
-    from recipes.tiny_agent.model import AgentSize, _thinker_config
+    from omniagent.tiny_model import TOKENIZER_CORPUS, build_processor, train_tokenizer
+    from recipes.tiny_agent.model import AgentSize, agent_thinker_config
     from rl.checkpoint import save_checkpoint
 
     size = AgentSize(vision_hidden_size=64)
-    tokenizer = _train_tokenizer(list(_CORPUS) + list(corpus), vocab_size=size.vocab_size)
+    tokenizer = train_tokenizer(list(TOKENIZER_CORPUS) + list(corpus), vocab_size=size.vocab_size)
     tokenizer.add_tokens(list(FRAME_TOKENS))
-    processor = _build_processor(tokenizer)
-    config = _thinker_config(tokenizer, seed, size)
+    processor = build_processor(tokenizer)
+    config = agent_thinker_config(tokenizer, seed, size)
     torch.manual_seed(seed)
     model = Qwen2_5OmniThinkerForConditionalGeneration(config).eval()
     end, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")

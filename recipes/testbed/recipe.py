@@ -36,7 +36,7 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from recipes.testbed.options import level_config, limit_overrides, parse_args
-from recipes.tiny_agent.recipe import _run, run_parallel
+from recipes.tiny_agent.recipe import run_parallel, run_stage
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = Path(__file__).resolve().parent / "conf"
@@ -193,19 +193,19 @@ def run_stages(args: argparse.Namespace) -> None:
             make_set(data / "pool", args.pool_seed, args.pool_videos, args, "train")
             make_set(data / "dev", args.dev_seed, args.dev_videos, args, "test")
         elif stage == "synth" and not (out / "sft_data" / "summary.json").exists():
-            _run(synth_command(args), logs / "synth.log")
+            run_stage(synth_command(args), logs / "synth.log")
         elif stage == "export" and not parquet.exists():
             kept = out / "sft_data" / "kept.jsonl"
-            _run(
+            run_stage(
                 [sys.executable, "-m", "rl.sft.export", "--kept", str(kept), "--out", str(parquet)],
                 logs / "export.log",
             )
         elif stage == "build":
             build(args)
         elif stage == "glyphs" and args.glyph_steps and not (out / "init_glyphs" / "config.json").exists():
-            _run(glyph_command(args), logs / "glyphs.log")
+            run_stage(glyph_command(args), logs / "glyphs.log")
         elif stage == "sft" and not (out / "agent" / "config.json").exists():
-            _run(sft_command(args), logs / "sft.log")
+            run_stage(sft_command(args), logs / "sft.log")
         elif stage == "eval":
             stage_eval(args)
         print(f"stage {stage}: {time.monotonic() - start:.0f} s", flush=True)

@@ -32,7 +32,7 @@ from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentenc
 from rl.sft.step import collate
 
 
-class _Worlds:
+class WorldCache:
     """Each media file's synthetic world, loaded once (None for media without a sidecar)."""
 
     def __init__(self) -> None:
@@ -47,14 +47,18 @@ class _Worlds:
         return self._worlds[media]
 
 
-def _chat(prompt: list[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+def two_turn_chat(prompt: list[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+    """A training chat of one user turn with ``prompt`` (content parts) and one assistant turn whose only
+    text is ``target``."""
     return [
         {"role": "user", "content": prompt},
         {"role": "assistant", "content": [{"type": "text", "text": target}]},
     ]
 
 
-def _latest_percept(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latest_percept(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The content parts of the last user message before the final (assistant) message of an exported
+    row; empty when that message is plain text or the row is too short."""
     percept = messages[-2]["content"] if len(messages) >= 2 else ""
     return [] if isinstance(percept, str) else list(percept)
 
@@ -67,9 +71,9 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
     without a synthetic sidecar are skipped, as for single frames."""
     chats: list[list[dict[str, Any]]] = []
     seen: set[tuple[str, tuple[float, ...]]] = set()
-    worlds = _Worlds()
+    worlds = WorldCache()
     for media, messages in rows:
-        parts = _latest_percept(messages)
+        parts = latest_percept(messages)
         times = tuple(
             float(p["timestamp"])
             for p in parts
@@ -77,16 +81,16 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
         )
         if len(times) < 2 or (media, times) in seen or worlds(media) is None:
             continue
-        observation = _observation(messages[-1])
+        observation = teacher_observation(messages[-1])
         if observation is None:
             continue
         seen.add((media, times))
         prompt = [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
-        chats.append(_chat(prompt, observation))
+        chats.append(two_turn_chat(prompt, observation))
     return chats
 
 
-def _observation(turn: dict[str, Any]) -> str | None:
+def teacher_observation(turn: dict[str, Any]) -> str | None:
     """The Observation of an exported teacher turn (None when the environment's parser rejects it)."""
     parsed = parse_turn(message_text(turn))
     return None if isinstance(parsed, FormatError) else parsed.observation
@@ -102,9 +106,9 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
     """
     chats: list[list[dict[str, Any]]] = []
     seen: set[tuple[str, float]] = set()
-    worlds = _Worlds()
+    worlds = WorldCache()
     for media, messages in rows:
-        for part in _latest_percept(messages):
+        for part in latest_percept(messages):
             if part.get("type") != "image" or part.get("timestamp") is None:
                 continue
             label = float(part["timestamp"])
@@ -114,7 +118,7 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
             if world is None:
                 break
             seen.add((media, label))
-            chats.append(_chat(frame_prompt(label, part), frame_sentences(world, [label])[0]))
+            chats.append(two_turn_chat(frame_prompt(label, part), frame_sentences(world, [label])[0]))
     return chats
 
 
@@ -175,7 +179,7 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
         for frame in decoded_frames(path, times):
             label = round(frame.time, 2)
             prompt = frame_prompt(label, {"type": "image", "image": frame.image, "timestamp": label})
-            chats.append(_chat(prompt, frame_sentences(world, [frame.time])[0]))
+            chats.append(two_turn_chat(prompt, frame_sentences(world, [frame.time])[0]))
     if not chats:
         raise ValueError(
             f"caption pool {media_dir}: no synthetic video with a sidecar (python -m envs.synth)"

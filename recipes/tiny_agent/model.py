@@ -67,12 +67,15 @@ def corpus_texts(parquet_files: Iterable[str | Path]) -> list[str]:
     return sorted(set(texts))  # sorted: the same corpus, hence the same merges, whatever the row order
 
 
-def _thinker_config(tokenizer: Any, seed: int, size: AgentSize) -> Any:
+def agent_thinker_config(tokenizer: Any, seed: int, size: AgentSize) -> Any:
+    """The Qwen2.5-Omni thinker config of the tiny agent of ``size``: token ids, encoders and generation
+    defaults from :func:`omniagent.tiny_model.build_model` for ``tokenizer`` and ``seed``, with the text
+    model (and, when ``size`` asks, the vision tower) resized."""
     from transformers import Qwen2_5OmniThinkerConfig
 
-    from omniagent.tiny_model import _build_model
+    from omniagent.tiny_model import build_model
 
-    base = _build_model(tokenizer, seed).config.to_dict()  # token ids, encoders, generation defaults
+    base = build_model(tokenizer, seed).config.to_dict()  # token ids, encoders, generation defaults
     text = dict(base["text_config"])
     text.pop("layer_types", None)  # must match the layer count; rebuilt from it
     head_dim = size.hidden_size // size.num_attention_heads
@@ -110,13 +113,13 @@ def build_agent_thinker(
     import torch
     from transformers import GenerationConfig, Qwen2_5OmniThinkerForConditionalGeneration
 
-    from omniagent.tiny_model import _CORPUS, _build_processor, _train_tokenizer
+    from omniagent.tiny_model import TOKENIZER_CORPUS, build_processor, train_tokenizer
     from rl.checkpoint import save_checkpoint
 
     size = size or AgentSize()
-    tokenizer = _train_tokenizer(list(_CORPUS) + list(corpus), vocab_size=size.vocab_size)
-    processor = _build_processor(tokenizer)
-    config = _thinker_config(tokenizer, seed, size)
+    tokenizer = train_tokenizer(list(TOKENIZER_CORPUS) + list(corpus), vocab_size=size.vocab_size)
+    processor = build_processor(tokenizer)
+    config = agent_thinker_config(tokenizer, seed, size)
     torch.manual_seed(seed)
     model = Qwen2_5OmniThinkerForConditionalGeneration(config).eval()
     end, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")

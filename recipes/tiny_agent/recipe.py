@@ -87,7 +87,7 @@ CONF = (
 )  # the recipe's config: sft/exp/tiny_agent.yaml, exp/tiny_agent.yaml
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+def run_stage(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> None:
     """Run one stage's command, its output appended to ``log``; a failure names the log."""
     log.parent.mkdir(parents=True, exist_ok=True)
     print("+", " ".join(cmd), flush=True)
@@ -183,7 +183,7 @@ def run_rows(args: argparse.Namespace) -> dict[str, tuple[Path, Path, str, dict[
 
 
 def run_parallel(jobs: dict[str, tuple[list[str], Path]], at_once: int) -> None:
-    """Run named commands, ``at_once`` at a time, each logged as :func:`_run` does; with more than
+    """Run named commands, ``at_once`` at a time, each logged as :func:`run_stage` does; with more than
     one at once the CPU's threads are split between them (``OMP_NUM_THREADS``): on 2 cores each
     of the tiny agent's rows ran about three times faster on one thread beside the other than alone
     on both (README, "The tiny agent"). A failed row does not stop the others; the first failure
@@ -194,7 +194,7 @@ def run_parallel(jobs: dict[str, tuple[list[str], Path]], at_once: int) -> None:
 
     def one(name: str) -> None:
         start = time.monotonic()
-        _run(*jobs[name], env=env)
+        run_stage(*jobs[name], env=env)
         print(f"eval {name}: {time.monotonic() - start:.0f} s", flush=True)
 
     with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
@@ -394,9 +394,9 @@ def run_stages(args: argparse.Namespace) -> None:
             if args.caption_pool:
                 make_caption_pool(args)
         elif stage == "synth" and not (out / "sft_data" / "summary.json").exists():
-            _run(synth_command(args), logs / "synth.log")
+            run_stage(synth_command(args), logs / "synth.log")
         elif stage == "export" and not parquet.exists():
-            _run(
+            run_stage(
                 [sys.executable, "-m", "rl.sft.export", "--kept", str(kept), "--out", str(parquet)],
                 logs / "export.log",
             )
@@ -410,40 +410,40 @@ def run_stages(args: argparse.Namespace) -> None:
             print(f"teacher turns: {json.dumps(stats)}", flush=True)
         elif stage == "glyphs" and args.glyph_steps and not (base_init(args) / "config.json").exists():
             held_out_set(args)
-            _run(glyph_command(args), logs / "glyphs.log")
+            run_stage(glyph_command(args), logs / "glyphs.log")
         elif stage == "read" and args.read_steps and not (sft_init(args) / "config.json").exists():
             held_out_set(args)
             if not (out / "init_read" / "config.json").exists():
-                _run(read_command(args), logs / "read.log")
+                run_stage(read_command(args), logs / "read.log")
             if grafted(args):
                 from rl.checkpoint import graft_weights
 
                 graft_weights(out / "init", out / "init_read", "visual.", sft_init(args))
         elif stage == "sft" and not (phase_dir(args, "sft") / "config.json").exists():
-            _run(sft_command(args), logs / "sft.log")
+            run_stage(sft_command(args), logs / "sft.log")
         elif (
             stage == "events"
             and args.event_steps
             and not (phase_dir(args, "events") / "config.json").exists()
         ):
-            _run(events_command(args), logs / "sft_events.log")
+            run_stage(events_command(args), logs / "sft_events.log")
         elif (
             stage == "vision"
             and args.vision_read_steps
             and not (phase_dir(args, "vision") / "config.json").exists()
         ):
             held_out_set(args)
-            _run(read_command(args, vision=True), logs / "read_vision.log")
+            run_stage(read_command(args, vision=True), logs / "read_vision.log")
         elif (
             stage == "probe"
         ):  # a minute: does the agent read its media at all? (recipes/tiny_agent/probes/media.py)
             probe = [sys.executable, "-m", "recipes.tiny_agent.probes.media", "--model", str(out / "agent"), "--data", str(parquet),
                      "--out", str(out / "media_probe.json")]  # fmt: skip
-            _run(probe, logs / "probe.log")
+            run_stage(probe, logs / "probe.log")
         elif stage == "eval":
             stage_eval(args)
         elif stage == "scaling":
-            _run(scaling_command(args), logs / "scaling.log")
+            run_stage(scaling_command(args), logs / "scaling.log")
         elif stage == "ship":
             from omniagent.tiny_agent import ship_agent
 

@@ -19,7 +19,7 @@ from envs.jsonl import append_jsonl, read_jsonl, repair_tail, write_atomic, writ
 from omniagent.backends.convert import build_model_inputs
 from omniagent.trajectory import Trajectory, TurnRecord
 from rl.local.sampling import Allowed, masked_logits, token_stats
-from rl.sft.dataset import _DROP_KEYS, END_OF_TURN, OmniTurnSFTDataset, RopeIndexer
+from rl.sft.dataset import END_OF_TURN, NON_MEDIA_KEYS, OmniTurnSFTDataset, RopeIndexer
 
 
 class TurnEncoder(OmniTurnSFTDataset):
@@ -60,7 +60,7 @@ class TurnEncoder(OmniTurnSFTDataset):
         input_ids = torch.cat([prompt, torch.tensor(token_ids, dtype=torch.long)])
         loss_mask = torch.zeros(input_ids.shape[0], dtype=torch.long)
         loss_mask[prompt.shape[0] :] = 1
-        mm = {k: v for k, v in batch.items() if k not in _DROP_KEYS and isinstance(v, torch.Tensor)}
+        mm = {k: v for k, v in batch.items() if k not in NON_MEDIA_KEYS and isinstance(v, torch.Tensor)}
         rope = self.rope(input_ids, mm, bool(batch.get("use_audio_in_video", False)))
         position_ids = torch.cat([torch.arange(input_ids.shape[0], dtype=torch.long)[None], rope], dim=0)
         item: dict[str, Any] = {"input_ids": input_ids, "position_ids": position_ids, "loss_mask": loss_mask}

@@ -53,7 +53,8 @@ from omniagent.families import Thinking, family_for_model_type
 from rl.sft.export import row_messages
 
 END_OF_TURN = "<|im_end|>"
-_DROP_KEYS = ("input_ids", "attention_mask", "use_audio_in_video", "mm_token_type_ids")
+# Keys of a processor batch that are not media tensors (the rest feed the rope index and the model).
+NON_MEDIA_KEYS = ("input_ids", "attention_mask", "use_audio_in_video", "mm_token_type_ids")
 
 
 def _get(config: Any, key: str, default: Any = None) -> Any:
@@ -243,7 +244,7 @@ class OmniTurnSFTDataset(Dataset):
         loss_mask[start : start + ends[-1] + 1] = 1
 
         use_aiv = bool(batch.get("use_audio_in_video", False))
-        mm = {k: v for k, v in batch.items() if k not in _DROP_KEYS and isinstance(v, torch.Tensor)}
+        mm = {k: v for k, v in batch.items() if k not in NON_MEDIA_KEYS and isinstance(v, torch.Tensor)}
         rope = self.rope(input_ids, mm, use_aiv)
         position_ids = torch.cat([torch.arange(length, dtype=torch.long)[None], rope], dim=0)  # (4, L)
         if length > self.max_length:

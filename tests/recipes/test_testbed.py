@@ -45,12 +45,12 @@ def test_the_help_runs_and_names_every_stage() -> None:
 
 
 def test_frame_tokens_cut_a_turn_and_episode_stats_count_them(tmp_path: Path) -> None:
-    from omniagent.tiny_model import _CORPUS, _train_tokenizer
+    from omniagent.tiny_model import TOKENIZER_CORPUS, train_tokenizer
 
     turn = ('{"observation": "0-17 blue, 26 yellow 9", "thought": "yellow 17-43, digit 9 at 26: D.", '
             '"action": {"type": "answer", "content": "D"}}')  # fmt: skip
-    plain = _train_tokenizer([*_CORPUS, turn], vocab_size=600)
-    framed = _train_tokenizer([*_CORPUS, turn], vocab_size=600)
+    plain = train_tokenizer([*TOKENIZER_CORPUS, turn], vocab_size=600)
+    framed = train_tokenizer([*TOKENIZER_CORPUS, turn], vocab_size=600)
     framed.add_tokens(list(FRAME_TOKENS))
     before, after = len(plain(turn)["input_ids"]), len(framed(turn)["input_ids"])
     assert after <= before - 8, (before, after)

@@ -121,10 +121,10 @@ def test_well_formed_and_markdown(tmp_path: Path) -> None:
 
 
 def test_synthesis_and_eval_share_caps_the_agent_can_take_in(tmp_path: Path) -> None:
-    from omniagent.tiny_model import _build_processor, _train_tokenizer
+    from omniagent.tiny_model import build_processor, train_tokenizer
 
     args = parse_args(["--out", str(tmp_path)])
-    heard = _build_processor(_train_tokenizer(["a b c"], vocab_size=300)).feature_extractor.chunk_length
+    heard = build_processor(train_tokenizer(["a b c"], vocab_size=300)).feature_extractor.chunk_length
     assert args.max_audio_s <= heard  # the teacher never describes sound the student cannot hear
     synth = [x for x in synth_command(args) if x.startswith("+env.limits.")]
     evals = [
@@ -233,7 +233,7 @@ def test_caption_pool_and_vision_size_are_options_on_in_the_shipped_recipe(tmp_p
     """A caption pool reaches both phases' captions, is built from its own seed, and never from the
     training or held-out seed; the vision size reaches the agent's config. The defaults are the
     shipped agent's (pool, glyph and read stages on); the earlier agent's preset has none."""
-    from recipes.tiny_agent.model import AgentSize, _thinker_config
+    from recipes.tiny_agent.model import AgentSize, agent_thinker_config
     from recipes.tiny_agent.sets import make_caption_pool
 
     plain = parse_args([*OLD, "--out", str(tmp_path)])
@@ -266,13 +266,13 @@ def test_caption_pool_and_vision_size_are_options_on_in_the_shipped_recipe(tmp_p
 
     build_tiny_thinker(seed=0, out_dir=tmp_path / "tiny")
     tok = AutoTokenizer.from_pretrained(tmp_path / "tiny")
-    default = _thinker_config(tok, 0, AgentSize()).vision_config
+    default = agent_thinker_config(tok, 0, AgentSize()).vision_config
     assert (default.hidden_size, default.depth) == (plain.vision_width, plain.vision_depth) == (32, 2)
     shipped = parse_args(["--out", str(tmp_path)])  # the shipped agent: a wider encoder, glyphs, a read
     assert shipped.vision_width == 64 and shipped.caption_pool == 200 and flag in sft_command(shipped)
     assert f"model.path={tmp_path / 'init_read'}" in sft_command(shipped)
     assert "omni_sft.freeze=[visual]" in sft_command(shipped)
-    wide = _thinker_config(tok, 0, AgentSize(vision_hidden_size=128, vision_depth=4)).vision_config
+    wide = agent_thinker_config(tok, 0, AgentSize(vision_hidden_size=128, vision_depth=4)).vision_config
     assert (wide.hidden_size, wide.depth, wide.num_heads, wide.intermediate_size) == (128, 4, 4, 256)
     assert wide.fullatt_block_indexes == [3] and wide.out_hidden_size == AgentSize().hidden_size
 
@@ -343,9 +343,9 @@ def test_read_keep_vision_grafts_the_read_encoder_into_the_untrained_agent_and_f
 def test_turn_token_stats_flag_targets_longer_than_the_generation_limit(tmp_path: Path) -> None:
     import pandas as pd
 
-    from omniagent.tiny_model import _train_tokenizer
+    from omniagent.tiny_model import train_tokenizer
 
-    tok = _train_tokenizer(["observation thought action frames seconds"] * 4, vocab_size=300)
+    tok = train_tokenizer(["observation thought action frames seconds"] * 4, vocab_size=300)
     tok.save_pretrained(str(tmp_path / "tok"))
     short, long = '{"observation": "none"}', '{"observation": "' + "frames seconds " * 40 + '"}'
     n_short, n_long = len(tok(short)["input_ids"]), len(tok(long)["input_ids"])
