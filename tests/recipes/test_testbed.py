@@ -138,3 +138,78 @@ def test_compact_captions_name_what_each_pool_frame_shows(tmp_path: Path) -> Non
         (claim,) = parse_compact(chat[1]["content"][0]["text"])
         truth = {(i.kind, i.value) for i in world.frame(label)}
         assert claim.first == int(label) and {(i.kind, i.value) for i in claim.items} == truth
+
+
+def _eval_folder(root: Path, agent_rewards: list[float]) -> Path:
+    """A recipe eval folder: results.json with every row, and the agent's per-question results."""
+    from recipes.testbed.calibration import ROWS
+
+    mean = sum(agent_rewards) / len(agent_rewards)
+    table = {
+        name: {
+            "n": len(agent_rewards),
+            "score": {"mean": mean if name == "agent" else 0.25, "lo": 0.0, "hi": 1.0},
+        }
+        for name in ROWS
+    }
+    (root / "agent").mkdir(parents=True)
+    (root / "results.json").write_text(json.dumps({"table": table, "paired": []}))
+    templates = ["cue_digit_mcq", "cue_pitch_mcq"]
+    lines = [
+        json.dumps({"id": f"v{i}-{templates[i % 2]}-0", "reward": r}) for i, r in enumerate(agent_rewards)
+    ]
+    (root / "agent" / "results.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def test_the_calibration_record_tables_each_attempt_by_row_and_template(tmp_path: Path, capsys) -> None:
+    from recipes.testbed.calibration import main
+
+    a = _eval_folder(tmp_path / "a", [1.0, 0.0, 1.0, 1.0])  # digit 1.0 (two), pitch 0.5
+    b = _eval_folder(tmp_path / "b", [0.0, 0.0])
+    png = tmp_path / "fig" / "cal.png"
+    main(["--eval", f"one={a}", "--eval", f"two={b}", "--figure", str(png)])
+    out = capsys.readouterr().out
+    assert "| one | agent | 4 | 0.750 [0.000, 1.000] |" in out and "| two | agent | 2 | 0.000" in out
+    assert "| one | 1.000 | 0.500 |" in out and "| two | 0.000 | 0.000 |" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(FileNotFoundError, match="no results.json"):
+        main(["--eval", f"gone={tmp_path / 'missing'}"])
+    with pytest.raises(SystemExit):
+        main(["--eval", "no-equals-sign"])
+
+
+def test_the_calibration_record_checks_observations_against_the_video(tmp_path: Path, capsys) -> None:
+    from recipes.testbed.calibration import main, reads, truth
+
+    tasks = tmp_path / "tasks.jsonl"
+    question = "Which digit is shown on screen while the background is {}?"
+    rows = [
+        {"id": f"v0-cue_digit_mcq-0{i}", "media": "v0.mp4", "question": question.format(colour),
+         "choices": ["2", "4", "7", "9"], "answer": answer, "evidence": [evidence],
+         "extra": {"template": "cue_digit_mcq", "field": field}}
+        for i, (colour, answer, evidence, field) in enumerate(
+            [("red", "A", [5.2, 6.4], [0.0, 20.0]), ("blue", "D", [30.1, 31.5], [20.0, 60.0])]
+        )
+    ]  # fmt: skip
+    tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    videos = truth(tasks)
+    assert videos["v0.mp4"]["fields"] == {"red": (0.0, 20.0), "blue": (20.0, 60.0)}
+    assert videos["v0.mp4"]["digits"] == [(5.2, 6.4, "2"), (30.1, 31.5, "9")]
+
+    look = {"action": {"type": "get_frames", "start": 0, "end": 60, "num": 8}}
+    # "0-19 red" right twice, "25 red" wrong; "5 red 2" right colour and digit; "30 blue 4" a wrong digit; "50 blue 7"
+    # names a digit where none is shown; the answer turn's Observation follows no look and is not counted
+    observed = {
+        "observation": "0-19 red, 25 red, 5 red 2, 30 blue 4, 50 blue 7",
+        "action": {"type": "answer"},
+    }
+    after_answer = {"observation": "59 red 9"}
+    folder = _eval_folder(tmp_path / "eval", [1.0])
+    (folder / "agent" / "trajectories.jsonl").write_text(
+        json.dumps({"media": "/somewhere/v0.mp4", "turns": [look, observed, after_answer]}) + "\n"
+    )
+    got = reads(folder / "agent", videos)
+    assert got == {"times": 6, "colour_right": 5, "digits_named": 3, "digit_shown": 2, "digit_right": 1}
+    main(["--eval", f"one={folder}", "--tasks", str(tasks)])
+    assert "| one | agent | 5 / 6 (0.83) | 3 | 2 | 1 |" in capsys.readouterr().out

@@ -24,6 +24,15 @@ python -m recipes.testbed --out $OUT/sft_s2 --seed 2 --stages synth export build
 python -m recipes.testbed --out $OUT/sft_s0 --stages eval
 wait
 
+# 1b. the development record (the page's figure): attempt 2's recipe, without caption batches, on seed 0, and
+# the development rows of attempts 2 and 3 against their floors. Attempt 1's language (v1) is no longer built.
+python -m recipes.testbed --out $OUT/attempt2/sft_s0 --data $OUT/data --seed 0 --caption-batch 0
+python -m recipes.testbed.calibration --eval attempt2=$OUT/attempt2/sft_s0/eval/dev \
+    --eval attempt3=$OUT/sft_s0/eval/dev --figure docs/figures/taura_testbed_calibration.png
+# Calibration failed in both attempts and the plan allowed no further redesign: the study ended here. The steps
+# below are the plan's, kept as written and never run; remove this exit to run them.
+exit 0
+
 # 2. the gates, each SFT seed on its own fresh gate set (5311 + seed), made only now
 for SEED in $SFT_SEEDS; do
     python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED \
