@@ -31,20 +31,8 @@ FRAME_TOKENS: tuple[str, ...] = (
 
 def build_testbed_agent(out_dir: str | Path, corpus: Sequence[str], seed: int = 0) -> Path:
     """Build the untrained agent (tokenizer trained on ``corpus`` + :data:`FRAME_TOKENS`) and save a folder."""
-    import torch
-    from transformers import GenerationConfig, Qwen2_5OmniThinkerForConditionalGeneration
+    from recipes.tiny_agent.model import AgentSize, build_agent_thinker
 
-    from omniagent.tiny_model import TOKENIZER_CORPUS, build_processor, train_tokenizer
-    from recipes.tiny_agent.model import AgentSize, agent_thinker_config
-    from rl.checkpoint import save_checkpoint
-
-    size = AgentSize(vision_hidden_size=64)
-    tokenizer = train_tokenizer(list(TOKENIZER_CORPUS) + list(corpus), vocab_size=size.vocab_size)
-    tokenizer.add_tokens(list(FRAME_TOKENS))
-    processor = build_processor(tokenizer)
-    config = agent_thinker_config(tokenizer, seed, size)
-    torch.manual_seed(seed)
-    model = Qwen2_5OmniThinkerForConditionalGeneration(config).eval()
-    end, pad = tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    model.generation_config = GenerationConfig(eos_token_id=[end, pad], pad_token_id=pad, do_sample=False)
-    return save_checkpoint(model, processor, out_dir)
+    return build_agent_thinker(
+        out_dir, corpus, seed, AgentSize(vision_hidden_size=64), added_tokens=FRAME_TOKENS
+    )

@@ -107,9 +107,14 @@ def agent_thinker_config(tokenizer: Any, seed: int, size: AgentSize) -> Any:
 
 
 def build_agent_thinker(
-    out_dir: str | Path, corpus: Sequence[str], seed: int = 0, size: AgentSize | None = None
+    out_dir: str | Path,
+    corpus: Sequence[str],
+    seed: int = 0,
+    size: AgentSize | None = None,
+    added_tokens: Sequence[str] = (),
 ) -> Path:
-    """Build the untrained agent (tokenizer trained on ``corpus``) and save a complete folder."""
+    """Build the untrained agent (tokenizer trained on ``corpus``, then ``added_tokens`` added whole) and save a
+    complete folder."""
     import torch
     from transformers import GenerationConfig, Qwen2_5OmniThinkerForConditionalGeneration
 
@@ -118,6 +123,8 @@ def build_agent_thinker(
 
     size = size or AgentSize()
     tokenizer = train_tokenizer(list(TOKENIZER_CORPUS) + list(corpus), vocab_size=size.vocab_size)
+    if added_tokens:
+        tokenizer.add_tokens(list(added_tokens))
     processor = build_processor(tokenizer)
     config = agent_thinker_config(tokenizer, seed, size)
     torch.manual_seed(seed)
