@@ -30,9 +30,10 @@ from gymnasium import spaces
 from envs import prompts
 from envs.actions import Answer, FormatError, GetAudio, GetClip, GetFrames, Turn, parse_turn, safe_text
 from envs.contract import ChatSpace, ResetInfo, StepInfo
-from envs.errors import ActionRejected, EpisodeOver, ErrorCode, MediaReadError
+from envs.errors import ActionRejected, EpisodeOver, ErrorCode, MediaError, MediaReadError
 from envs.limits import EnvLimits
 from envs.media import MediaConfig, MediaInfo, MediaSource
+from envs.media_access import input_url
 from envs.messages import MEDIA_TYPES, Message, text_part
 from envs.percepts import audio_parts, clip_parts, frame_parts
 from envs.scoring import SCORERS, AnswerFormatError, Judge, Scorer, get_scorer
@@ -203,9 +204,16 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         return turn_budget(task.get("max_turns"), self.limits.max_turns)
 
     def _open(self, path: str) -> None:
+        """Open ``path`` (or keep it open from the last episode), re-checking the ``media_root`` limit
+        first: where a link leads is judged now, at every reset, not when the task was made."""
+        cfg = MediaConfig.from_limits(self.limits)
+        try:
+            input_url(path, cfg.access)  # raises media_outside_root for a local file outside media_root
+        except MediaError:
+            self.close()
+            raise
         if self._source is None or self._source.path != path:
             self.close()
-            cfg = MediaConfig.from_limits(self.limits)
             self._source = MediaSource(path, cfg)  # raises MediaError for unusable files
         self.media = self._source.info
 

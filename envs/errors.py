@@ -69,6 +69,7 @@ class ErrorCode(StrEnum):
     MEDIA_FORMAT_REFUSED = "media_format_refused"  # a playlist, file list, image sequence or device
     MEDIA_PROTOCOL_REFUSED = "media_protocol_refused"  # a URL whose protocol is not allowed
     MEDIA_IO_ERROR = "media_io_error"  # the machine failed (I/O error, out of file handles): transient
+    MEDIA_OUTSIDE_ROOT = "media_outside_root"  # its real path is outside media_root (envs/confinement.py)
 
 
 # Codes of MediaReadError: a request a usable file cannot serve, shown to the model as a percept.

@@ -14,6 +14,7 @@ takes these field names, defaults and descriptions from here:
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,6 +84,24 @@ class EnvLimits(BaseModel):
         description="demuxers that open further inputs to allow for trusted files (comma-separated, e.g. "
         "hls); by default playlists, concat lists, image sequences and devices are refused",
     )
+
+    media_root: str | None = Field(
+        None,
+        description="folder every media file must really be inside when it is opened (links resolved "
+        "then, not only when a dataset loaded); unset: no confinement, for a user's own file. An "
+        "evaluation sets it to its dataset's media_root",
+    )
+    follow_links_outside_media_root: bool = Field(
+        False,
+        description="with media_root, judge a media path as written: a link inside media_root may "
+        "lead outside it",
+    )
+
+    @field_validator("media_root", mode="before")
+    @classmethod
+    def _folder(cls, value: Any) -> Any:
+        """A path object is taken as its text."""
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
 
     @field_validator("allow_protocols", "allow_demuxers", mode="before")
     @classmethod

@@ -65,7 +65,12 @@ class MediaConfig:
     @classmethod
     def from_limits(cls, limits: EnvLimits, **kw: Any) -> MediaConfig:
         """The media settings of an environment's limits (``kw``: the rest, e.g. ``plan``)."""
-        access = MediaAccess(tuple(limits.allow_protocols), tuple(limits.allow_demuxers))
+        access = MediaAccess(
+            tuple(limits.allow_protocols),
+            tuple(limits.allow_demuxers),
+            media_root=limits.media_root,
+            follow_links_outside_media_root=limits.follow_links_outside_media_root,
+        )
         return cls(
             backend=limits.backend,
             max_side=limits.max_side,

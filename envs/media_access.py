@@ -18,6 +18,10 @@ list a file anywhere on the disk). So every open in ``envs`` goes through this m
   probed, before the demuxer reads anything; a refused file fails with ``media_format_refused``.
   :attr:`MediaAccess.allow_demuxers` puts named demuxers back.
 - **The ffmpeg CLI** gets the same: :func:`ffmpeg_input_args`.
+- **A file stays inside** :attr:`MediaAccess.media_root` when that is set: the name's real path is
+  resolved at the moment it is opened, refused outside the root (``media_outside_root``, see
+  :mod:`envs.confinement`) and handed to FFmpeg instead of the link, so a link changed after a
+  dataset was checked cannot lead the open elsewhere. None (the default) confines nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from envs.confinement import confined_path
 from envs.errors import MediaError
 
 __all__ = [
@@ -54,6 +59,8 @@ class MediaAccess:
 
     allow_protocols: tuple[str, ...] = ()  # URL schemes taken as URLs (``https``); ``file`` is implied
     allow_demuxers: tuple[str, ...] = ()  # refused demuxers allowed anyway (``hls`` for trusted playlists)
+    media_root: str | None = None  # a local file must really be inside this folder; None: anywhere
+    follow_links_outside_media_root: bool = False  # judge the path as written, not where links lead
 
     def scheme(self, name: str) -> str | None:
         """The allowed protocol ``name`` starts with, or None: then ``name`` is a local file."""
@@ -110,10 +117,16 @@ def open_options(access: MediaAccess | None = None) -> dict[str, str]:
 
 
 def input_url(name: str | os.PathLike[str], access: MediaAccess | None = None) -> str:
-    """What FFmpeg is given for ``name``: ``file:`` + its absolute path, or an allowed URL as is."""
+    """What FFmpeg is given for ``name``: ``file:`` + its absolute path, or an allowed URL as is.
+
+    With ``access.media_root`` set, the path is its real path, checked inside the root now; raises
+    :class:`~envs.errors.MediaError` (``media_outside_root``) when it is outside."""
+    access = access or MediaAccess()
     text = os.fspath(name)
-    if (access or MediaAccess()).scheme(text) is not None:
+    if access.scheme(text) is not None:
         return text
+    if access.media_root is not None:
+        return "file:" + confined_path(text, access.media_root, access.follow_links_outside_media_root)
     return "file:" + os.path.abspath(text)
 
 
@@ -152,7 +165,8 @@ def check_local(name: str) -> None:
 def open_container(name: str | os.PathLike[str], access: MediaAccess | None = None) -> Any:
     """``av.open`` of a media name under ``access``; raises :class:`MediaError` with a precise code.
 
-    A refused format or protocol is ``media_format_refused`` / ``media_protocol_refused``; an
+    A file outside ``access.media_root`` is ``media_outside_root`` (checked before anything is
+    read). A refused format or protocol is ``media_format_refused`` / ``media_protocol_refused``; an
     operating-system failure (out of file handles, I/O error) is ``media_io_error``, which a batch
     may retry; anything else FFmpeg cannot read is ``media_unreadable``.
     """

@@ -34,6 +34,18 @@ class LoadedDataset:
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # exact duplicates dropped, same-text options
     skipped: Counter[str] = field(default_factory=Counter)  # records left out on purpose, by reason
+    media_root: str | None = None  # the folder every task's media was held to; None: not confined
+    follow_links_outside_media_root: bool = False  # links inside media_root may lead outside it
+
+    def confinement(self) -> dict[str, Any]:
+        """The environment limits that hold every open to this dataset's ``media_root`` (empty when
+        the dataset is not confined): the env re-checks each file when it opens it."""
+        if self.media_root is None:
+            return {}
+        return {
+            "media_root": self.media_root,
+            "follow_links_outside_media_root": self.follow_links_outside_media_root,
+        }
 
     def summary(self) -> str:
         text = f"{self.name}: {len(self.tasks)} task(s) from {', '.join(self.files) or '-'}"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envs.confinement import escape, normal_path
 from envs.registry import Registry
 from envs.tasks import Task
 from omniagent.datasets.core import (
@@ -77,33 +78,25 @@ def register_dataset(name: str, per_row: bool = True) -> Callable[[Callable[...,
     return deco
 
 
-def _inside(root: str, path: str) -> bool:
-    try:
-        return os.path.commonpath([root, path]) == root
-    except ValueError:  # different drives
-        return False
-
-
 def outside_media_root(
     where: str, task: Task, media_root: str | os.PathLike[str], follow_links: bool = False
 ) -> list[str]:
     """A problem line when ``task.media`` does not resolve inside ``media_root``: ``..`` and absolute
     paths are normalised, and symbolic links resolved (on both sides), so a link inside the root
-    that points outside it is outside. ``follow_links`` judges the path as written instead."""
-    root = os.path.normpath(os.path.abspath(os.path.expanduser(str(media_root))))
-    media = os.path.normpath(os.path.abspath(os.path.expanduser(task.media)))
-    if not _inside(root, media):
+    that points outside it is outside. ``follow_links`` judges the path as written instead. The rule
+    is :func:`envs.confinement.escape`, the one the environment applies again when it opens the file."""
+    out = escape(task.media, media_root, follow_links)
+    if out is None:
+        return []
+    if out.target is None:
         return [
-            f"{where}: media {task.media!r} of task {task.id!r} is outside media_root {root} "
+            f"{where}: media {task.media!r} of task {task.id!r} is outside media_root {out.root} "
             "(allow it with allow_outside_media_root=True; in scripts/eval.py: "
             "+benchmark.dataset_kwargs.allow_outside_media_root=true)"
         ]
-    real_root, real = os.path.realpath(root), os.path.realpath(media)
-    if follow_links or _inside(real_root, real):
-        return []
     return [
-        f"{where}: media {task.media!r} of task {task.id!r} is a link to {real}, outside media_root "
-        f"{real_root} (follow such links with follow_links_outside_media_root=True; in scripts/eval.py: "
+        f"{where}: media {task.media!r} of task {task.id!r} is a link to {out.target}, outside media_root "
+        f"{out.root} (follow such links with follow_links_outside_media_root=True; in scripts/eval.py: "
         "+benchmark.dataset_kwargs.follow_links_outside_media_root=true)"
     ]
 
@@ -126,7 +119,9 @@ def load_dataset(
     resolve inside it: an annotation naming ``../x.mp4`` or an absolute path elsewhere is refused
     (:class:`DatasetError`) unless ``allow_outside_media_root``, so a downloaded annotation file
     cannot point the run at arbitrary files. Links are resolved first: a link inside the root
-    pointing outside it is refused too, unless ``follow_links_outside_media_root``. A record repeated exactly (same task) is dropped with
+    pointing outside it is refused too, unless ``follow_links_outside_media_root``. The root the
+    tasks were held to is ``LoadedDataset.media_root``; :meth:`LoadedDataset.confinement` hands it to
+    the environment, which checks again when it opens each file. A record repeated exactly (same task) is dropped with
     a warning (``LoadedDataset.warnings``); the same id with other content is an error. ``task_types`` keeps only
     those types; ``limit`` keeps the first N tasks in file order (before dropping missing media, so
     two users with different missing files still attempt the same ids). ``kwargs`` go to
@@ -186,4 +181,6 @@ def load_dataset(
         files=[str(f) for f in files],
         warnings=warnings,
         skipped=skipped,
+        media_root=None if media_root is None or allow_outside_media_root else normal_path(media_root),
+        follow_links_outside_media_root=follow_links_outside_media_root,
     )

@@ -86,6 +86,14 @@ class EvalConfig(BaseModel):
         description="threads per video decoder (EnvLimits.decode_threads): 1, the workers being the "
         "parallelism; 0 lets the decoder choose; not in the fingerprint",
     )
+    media_root: str | None = Field(
+        None,
+        description="folder the environment holds every media open to (EnvLimits.media_root): the loaded "
+        "dataset's media_root, re-checked when each file is opened; null: not confined; not in the fingerprint",
+    )
+    follow_links_outside_media_root: bool = Field(
+        False, description="with media_root, links inside it may lead outside it; not in the fingerprint"
+    )
     passive: PassiveConfig = Field(default_factory=PassiveConfig)
     retry_failed: bool = Field(False, description="rerun tasks whose row is a media or policy failure")
     max_consecutive_policy_errors: int = Field(
@@ -117,8 +125,15 @@ class EvalConfig(BaseModel):
         return limits
 
     def env_limits(self) -> EnvLimits:
-        """The validated environment limits of this run (with its ``decode_threads``)."""
-        return EnvLimits(**{**self.limits, "decode_threads": self.decode_threads})
+        """The validated environment limits of this run (with its ``decode_threads`` and, when set, its
+        ``media_root``)."""
+        confine = {}
+        if self.media_root is not None:
+            confine = {
+                "media_root": self.media_root,
+                "follow_links_outside_media_root": self.follow_links_outside_media_root,
+            }
+        return EnvLimits(**{**self.limits, "decode_threads": self.decode_threads, **confine})
 
     def turn_budget(self) -> int:
         return self.max_turns or self.env_limits().max_turns
@@ -152,10 +167,12 @@ class EvalConfig(BaseModel):
 
 
 def fingerprint_limits(limits: EnvLimits) -> dict[str, Any]:
-    """The limits that change the numbers: not the decoder nor its threads, and the media access options
-    only when set (so folders made before those options existed still resume)."""
+    """The limits that change the numbers: not the decoder nor its threads, nor where media may be read
+    from (``media_root``, a path of this machine), and the media access options only when set (so
+    folders made before those options existed still resume)."""
     unset = {name for name in ("allow_protocols", "allow_demuxers") if not getattr(limits, name)}
-    return limits.model_dump(exclude={"backend", "decode_threads", *unset})
+    where = {"media_root", "follow_links_outside_media_root"}
+    return limits.model_dump(exclude={"backend", "decode_threads", *where, *unset})
 
 
 class FrozenPresetError(ValueError):

@@ -156,7 +156,7 @@ def run_from_config(cfg: Any, overrides: list[str] | None = None, console: Any =
         guard(train_tasks(og["train_set"]), tasks, printer=console.print if console else print, **options)
     if cfg.get("circular"):  # every multiple-choice question under each rotation of its choices
         tasks = circular_tasks(tasks)
-    ecfg = eval_config_from(cfg)
+    ecfg = eval_config_from(cfg).model_copy(update=loaded.confinement())  # the env re-checks media_root
     tasks = sample_tasks(tasks, ecfg.samples)  # samples=k: each question k times, ids ID#s0 ... ID#s{k-1}
     name = str(cfg.get("run_name") or out.name)
     all_keys = [t.id for t in tasks] + [m.task_id for m in loaded.missing]

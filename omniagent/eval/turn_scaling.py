@@ -131,7 +131,7 @@ def sweep(cfg: Any, overrides: list[str] | None = None, console: Any = None) -> 
     check_decoding(cfg)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks, _ = load_tasks_from_config(cfg, console)
+    tasks, loaded = load_tasks_from_config(cfg, console)
     judge = make_judge(judge_config(cfg)) if any(t.task_type == "ff" for t in tasks) else None
     ks = [int(k) for k in to_plain(cfg.scaling.ks)]
     seeds = [int(s) for s in to_plain(cfg.scaling.seeds)]
@@ -140,6 +140,7 @@ def sweep(cfg: Any, overrides: list[str] | None = None, console: Any = None) -> 
         for seed in seeds:
             cell = out / f"K{k:03d}-s{seed}"
             ecfg = eval_config_from(cfg, out_dir=str(cell), max_turns=k, seed=seed)
+            ecfg = ecfg.model_copy(update=loaded.confinement())  # the env re-checks media_root
             summary = run_one(tasks, ecfg, judge=judge, cfg=cfg, name=f"K={k} seed={seed}")
             rows.append(cell_row(k, seed, summary, str(cell)))
             if console is not None:
