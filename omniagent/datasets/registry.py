@@ -101,6 +101,14 @@ def outside_media_root(
     ]
 
 
+def bad_annotations(name: str, problems: list[str]) -> DatasetError:
+    """One error listing a dataset's bad annotations (the first 20, then how many more)."""
+    more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
+    return DatasetError(
+        f"{len(problems)} bad annotation(s) in dataset {name!r}:\n" + "\n".join(problems[:20]) + more
+    )
+
+
 def load_dataset(
     name: str,
     annotations: str | os.PathLike[str] | list[Any] | None = None,
@@ -160,11 +168,7 @@ def load_dataset(
         if media_root is not None and not allow_outside_media_root:
             problems.extend(outside_media_root(where, item, media_root, follow_links_outside_media_root))
     if problems:
-        shown = problems[:20]
-        more = f"\n... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        raise DatasetError(
-            f"{len(problems)} bad annotation(s) in dataset {name!r}:\n" + "\n".join(shown) + more
-        )
+        raise bad_annotations(name, problems)
     for line in warnings:
         log.warning("%s", line)
     if task_types:
