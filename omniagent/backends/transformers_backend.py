@@ -282,6 +282,11 @@ class TransformersPolicy(Policy):
             self.processor.tokenizer, vocab, eos, prefix=prefix, max_text_chars=self.max_text_chars
         )
 
+    @property
+    def active_grammar(self) -> TurnGrammar | None:
+        """The grammar this episode decodes under; None when it decodes unconstrained."""
+        return self.grammar if self._constraining else None
+
     def reset(self, info: dict[str, Any]) -> None:
         """Compile the episode's turn schemas when decoding is constrained (see ``constrained``)."""
         self._constraining = False
@@ -345,7 +350,7 @@ class TransformersPolicy(Policy):
             inputs[key] = value
         prompt_len = int(inputs["input_ids"].shape[1])
         extra: dict[str, Any] = {}
-        if self._constraining and self.grammar is not None:
+        if self.active_grammar is not None:
             # xgrammar's processor masks the scores in place, and generate(output_logits=True) keeps that same
             # tensor: the recorded token statistics are those of the grammar-masked distribution (at temperature 1)
             extra["logits_processor"] = [self.grammar.next_processor()]

@@ -47,9 +47,7 @@ class RecordingPolicy(Policy):
         self.inner.reset(info)
 
     def act(self, messages: list[Any]) -> TurnOutput:
-        grammar = getattr(self.inner, "grammar", None)
-        if not getattr(self.inner, "_constraining", grammar is not None):
-            grammar = None  # compiled, but this episode decodes unconstrained (constrained="auto" off an env)
+        grammar = getattr(self.inner, "active_grammar", None)  # None: this episode decodes unconstrained
         compiled = grammar.current_grammar() if grammar is not None else None  # before act() counts the turn
         out = self.inner.act(messages)
         self.turns.append((copy.deepcopy(messages), out))  # the env rewrites old percepts in place later
