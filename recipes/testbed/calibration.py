@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import read_jsonl
+from recipes.testbed.analysis import correct
 
 ROWS = ("agent", "agent_blind", "prior", "uniform", "random")
 BAND = (0.40, 0.80)  # the plan's calibration band for SFT seed 0 on the development set
@@ -42,9 +43,8 @@ def load_attempt(folder: Path) -> dict[str, Any]:
         if name in table
     }
     by_template: dict[str, list[float]] = defaultdict(list)
-    for row in read_jsonl(folder / "agent" / "results.jsonl", missing_ok=True):
-        if row.get("reward") is not None:
-            by_template[str(row["id"]).split("-")[1]].append(float(row["reward"]))
+    for reward, _, template in correct(folder / "agent").values():
+        by_template[template].append(reward)
     return {
         "rows": rows,
         "by_template": {k: sum(v) / len(v) for k, v in sorted(by_template.items())},
@@ -84,9 +84,8 @@ def reads(folder: Path, videos: dict[str, dict[str, Any]]) -> dict[str, Any]:
                     if second is not None:
                         times += 1
                         t = int(second) + 0.5  # a written second is the whole part of the frame's time
-                        colour_right += any(
-                            a <= t <= b for a, b in [video["fields"].get(run.group(3), (-1, -1))]
-                        )
+                        a, b = video["fields"].get(run.group(3), (-1.0, -1.0))
+                        colour_right += a <= t <= b
                 if run.group(4):
                     named += 1
                     at = [d for a, b, d in video["digits"] if int(a) - 1 <= int(run.group(1)) <= b + 1]
