@@ -1,0 +1,210 @@
+"""Where the testbed agent's digit reading breaks: forced looks of 1, 2, 4 and 8 frames inside the cued field.
+
+For each ``cue_digit_mcq`` question of a search-level set the search teacher (compact language) plays the first
+turn (its look over the file) and writes the second turn's Observation and Thought; the second turn's action is
+replaced by a **forced look** of ``n`` frames inside the cued field, one of them inside the digit's showing. The
+agent then writes its third turn, and its Observation is read against the truth (docs/experiments/
+testbed-digit-reading.md has the plan and the result). Conditions:
+
+- ``episode``: as above, greedy and constrained, the recipe's caps and turn budget;
+- ``blind``: the same contexts, the forced look served from the set's blanked copy;
+- ``caption``: the forced look's frames alone as a caption prompt (the caption batches' format), unconstrained.
+
+Rows are appended to ``OUT/rows.jsonl`` as they finish, so a stopped run resumes; ``--summary`` reads them back.
+
+    python -m recipes.testbed.digit_probe --model runs/testbed/sft_s0/agent --set runs/testbed/data/probe5304 \\
+        --out runs/testbed/digit_probe/attempt3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.jsonl import read_jsonl, write_atomic
+from omniagent.backends.synth_compact import parse_compact
+from omniagent.backends.synth_world import SynthWorld
+
+LOOK_SIZES = (1, 2, 4, 8)
+CONDITIONS = ("episode", "blind", "caption")
+GRID = 8  # the forced looks' frame spacing is the field's length over this, for every look size
+EDGE_S = 0.1  # the digit frame lies at least this far inside the showing
+N_BOOT = 10_000
+
+
+def shows_digit(world: SynthWorld, t: float) -> bool:
+    """Whether the frame served at ``t`` and those ``EDGE_S`` either side show a digit (not an edge frame)."""
+    return all(any(i.kind == "digit" for i in world.frame(x)) for x in (t - EDGE_S, t, t + EDGE_S))
+
+
+def forced_look(
+    world: SynthWorld, field: tuple[float, float], n: int, rng: np.random.Generator
+) -> dict[str, Any] | None:
+    """A ``get_frames`` action of ``n`` frames with whole-second ends inside ``field``, whose frames are about the
+    field's length over :data:`GRID` apart (within half a second) and one of which shows the field's digit; drawn
+    at random among those that exist (None when none does)."""
+    lo, hi = math.ceil(field[0]), math.floor(field[1])
+    if n == 1:
+        starts = [(a, a) for a in range(lo, hi + 1) if shows_digit(world, float(a))]
+    else:
+        spacing = (field[1] - field[0]) / GRID
+        starts = [
+            (a, b)
+            for a in range(lo, hi + 1)
+            for b in range(a + 1, hi + 1)
+            if abs((b - a) / (n - 1) - spacing) <= 0.5
+            and any(shows_digit(world, float(t)) for t in np.linspace(a, b, n))
+        ]
+    if not starts:
+        return None
+    a, b = starts[int(rng.integers(len(starts)))]
+    return {"type": "get_frames", "start": a, "end": b, "num": n}
+
+
+def digit_frame(world: SynthWorld, look: dict[str, Any]) -> float:
+    """The time of the look's first frame that shows the digit."""
+    times = np.linspace(look["start"], look["end"], look["num"])
+    return float(next(t for t in times if shows_digit(world, float(t))))
+
+
+def score_read(text: str, digit: str, second: int, hue: str) -> dict[str, int]:
+    """One Observation against the truth: ``read`` (names exactly one digit, the shown one), ``named`` (any
+    digit), ``at_frame`` (the shown digit at the digit frame's written second), ``colour`` (the cued colour
+    there); an Observation that does not parse scores 0 on all."""
+    try:
+        claims = [c for c in parse_compact(text) if c.kind == "frames"]
+    except ValueError:
+        claims = []
+    named = {i.value for c in claims for i in c.items if i.kind == "digit"}
+    there = [c for c in claims if c.first <= second <= c.last]
+    return {
+        "read": int(named == {digit}),
+        "named": int(bool(named)),
+        "at_frame": int(any(i.kind == "digit" and i.value == digit for c in there for i in c.items)),
+        "colour": int(any(i.kind == "background" and i.value == hue for c in there for i in c.items)),
+    }
+
+
+def cue_digit_items(tasks_file: Path) -> list[dict[str, Any]]:
+    """The set's ``cue_digit_mcq`` questions with their field, showing, digit and cued colour."""
+    from envs.tasks import load_tasks_jsonl
+
+    items = []
+    for task in load_tasks_jsonl(tasks_file):
+        extra = task.extra or {}
+        if extra.get("template") != "cue_digit_mcq":
+            continue
+        digit = task.choices[ord(str(task.answer)) - ord("A")]
+        hue = task.question.rsplit(" ", 1)[-1].rstrip("?")
+        items.append({"task": task, "field": tuple(extra["field"]), "digit": str(digit), "hue": hue})
+    return items
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rates per (condition, look size) with by-video 95% intervals, and the primary: 1-frame minus 8-frame read
+    in the episode condition, paired by field, by-video bootstrap."""
+    out: dict[str, Any] = {"rates": {}, "left_out": {}}
+    for row in rows:
+        if row.get("left_out"):
+            out["left_out"][row["left_out"]] = out["left_out"].get(row["left_out"], 0) + 1
+    scored = [r for r in rows if "read" in r]
+    for cond in CONDITIONS:
+        for n in LOOK_SIZES:
+            sub = [r for r in scored if r["condition"] == cond and r["n"] == n]
+            if sub:
+                out["rates"][f"{cond} n={n}"] = {
+                    m: video_interval({r["id"]: (r["media"], r[m]) for r in sub})
+                    for m in ("read", "named", "at_frame", "colour")
+                }
+    ep = {(r["id"], r["n"]): r for r in scored if r["condition"] == "episode"}
+    pairs = {
+        i: (ep[i, 1]["media"], ep[i, 1]["read"] - ep[i, 8]["read"]) for i, n in ep if n == 1 and (i, 8) in ep
+    }
+    out["primary"] = {"name": "episode read, 1-frame minus 8-frame looks", **video_interval(pairs)}
+    return out
+
+
+def video_interval(values: dict[str, tuple[str, float]], seed: int = 0) -> dict[str, Any]:
+    """Mean of per-item values with a percentile 95% interval from resampling videos (items nested in them)."""
+    by: dict[str, list[float]] = {}
+    for video, value in values.values():
+        by.setdefault(video, []).append(float(value))
+    if not by:
+        return {"n": 0}
+    sums = np.array([sum(v) for v in by.values()])
+    counts = np.array([len(v) for v in by.values()])
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(len(by), size=(N_BOOT, len(by)))
+    boot = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return {"n": int(counts.sum()), "videos": len(by), "mean": round(float(sums.sum() / counts.sum()), 3),
+            "lo": round(float(lo), 3), "hi": round(float(hi), 3)}  # fmt: skip
+
+
+def table(res: dict[str, Any]) -> str:
+    """The summary as a markdown table: per condition and look size, each measure's mean (read with its interval)."""
+    lines = [
+        "| condition | frames | fields | read [95% CI] | named | at the frame | colour |",
+        "| --- " * 7 + "|",
+    ]
+    for key, m in res["rates"].items():
+        cond, n = key.split(" n=")
+        r = m["read"]
+        lines.append(f"| {cond} | {n} | {r['n']} | {r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}] | "
+                     f"{m['named']['mean']:.3f} | {m['at_frame']['mean']:.3f} | {m['colour']['mean']:.3f} |")  # fmt: skip
+    p = res["primary"]
+    if p.get("n"):
+        lines.append(f"\n{p['name']}: {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({p['n']} fields, "
+                     f"{p['videos']} videos); left out: {res['left_out'] or 'none'}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.digit_probe", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--model", type=Path, help="the agent's checkpoint folder")
+    p.add_argument(
+        "--set", type=Path, required=True, help="a search-level tasks folder (its blanked copy beside it)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder of rows.jsonl and summary.json")
+    p.add_argument("--make-set", type=int, metavar="SEED", help="first make the set (and its blanked copy)")
+    p.add_argument("--videos", type=int, default=48, help="videos of a made set (4 cue_digit questions each)")
+    p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    p.add_argument("--sizes", nargs="+", type=int, default=list(LOOK_SIZES), help="frames per forced look")
+    p.add_argument(
+        "--seed", type=int, default=0, help="the forced looks' draw and the teacher's strategy seed"
+    )
+    p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.make_set is not None:
+        from recipes.testbed.options import parse_args as recipe_args
+        from recipes.testbed.recipe import make_set
+        from recipes.tiny_agent.sets import blank_media
+
+        tasks = make_set(args.set, args.make_set, args.videos, recipe_args([]), "test")
+        blank_media(tasks, args.set.parent / f"{args.set.name}_blind")
+    if not args.summary:
+        if args.model is None:
+            raise SystemExit("digit_probe: --model is required unless --summary")
+        from recipes.testbed.digit_probe_run import run_probe
+
+        run_probe(args)
+    res = summary(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
+    write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
+    print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Where the testbed agent's digit reading breaks. Page: docs/experiments/testbed-digit-reading.md.
+# Forced looks of 1, 2, 4 and 8 frames inside the cued field, on a fresh set (seed 5304). Resumable: the probe
+# appends its rows as they finish and skips those already written. Two jobs at a time, one thread each.
+set -euo pipefail
+
+OUT=runs/testbed
+SET=$OUT/data/probe5304
+
+cd "$(dirname "$0")/../../.."
+export OMP_NUM_THREADS=1
+
+# attempt 3's SFT seed 0 (the testbed study's last agent): every condition; the set is made first
+python -m recipes.testbed.digit_probe --make-set 5304 --videos 48 --set $SET \
+    --model $OUT/sft_s0/agent --out $OUT/digit_probe/attempt3 &
+sleep 600  # the set exists before the second job reads it
+# attempt 2's agent (no caption batches): the episode condition only
+python -m recipes.testbed.digit_probe --set $SET --model $OUT/attempt2/sft_s0/agent \
+    --out $OUT/digit_probe/attempt2 --conditions episode &
+wait
+python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt3 --summary
+python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt2 --summary
