@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from envs.jsonl import read_jsonl, write_atomic
-from omniagent.backends.synth_compact import parse_compact
+from omniagent.backends.synth_compact import parse_compact, sec
 from omniagent.backends.synth_world import SynthWorld
 
 LOOK_SIZES = (1, 2, 4, 8)
@@ -122,12 +122,30 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     m: video_interval({r["id"]: (r["media"], r[m]) for r in sub})
                     for m in ("read", "named", "at_frame", "colour")
                 }
+    out["copied"] = copied_times(scored)
     ep = {(r["id"], r["n"]): r for r in scored if r["condition"] == "episode"}
     pairs = {
         i: (ep[i, 1]["media"], ep[i, 1]["read"] - ep[i, 8]["read"]) for i, n in ep if n == 1 and (i, 8) in ep
     }
     out["primary"] = {"name": "episode read, 1-frame minus 8-frame looks", **video_interval(pairs)}
     return out
+
+
+def copied_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per (condition, look size): the share of the Observations' frame clauses whose first second is one of
+    the look's frame seconds (a copied label), over every parsed clause (added after the plan: exploratory)."""
+    out: dict[str, Any] = {}
+    for row in rows:
+        try:
+            claims = [c for c in parse_compact(row["text"]) if c.kind == "frames"]
+        except ValueError:
+            claims = []
+        look = row["look"]
+        seconds = {sec(t) for t in np.linspace(look["start"], look["end"], look["num"])}
+        acc = out.setdefault(f"{row['condition']} n={row['n']}", [0, 0])
+        acc[0] += sum(c.first in seconds for c in claims)
+        acc[1] += len(claims)
+    return {k: {"clauses": n, "copied": round(c / n, 3) if n else None} for k, (c, n) in out.items()}
 
 
 def video_interval(values: dict[str, tuple[str, float]], seed: int = 0) -> dict[str, Any]:
@@ -150,19 +168,52 @@ def video_interval(values: dict[str, tuple[str, float]], seed: int = 0) -> dict[
 def table(res: dict[str, Any]) -> str:
     """The summary as a markdown table: per condition and look size, each measure's mean (read with its interval)."""
     lines = [
-        "| condition | frames | fields | read [95% CI] | named | at the frame | colour |",
-        "| --- " * 7 + "|",
+        "| condition | frames | fields | read [95% CI] | named | at the frame | colour | times copied |",
+        "| --- " * 8 + "|",
     ]
     for key, m in res["rates"].items():
         cond, n = key.split(" n=")
         r = m["read"]
         lines.append(f"| {cond} | {n} | {r['n']} | {r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}] | "
-                     f"{m['named']['mean']:.3f} | {m['at_frame']['mean']:.3f} | {m['colour']['mean']:.3f} |")  # fmt: skip
+                     f"{m['named']['mean']:.3f} | {m['at_frame']['mean']:.3f} | {m['colour']['mean']:.3f} | "
+                     f"{res['copied'].get(key, {}).get('copied')} |")  # fmt: skip
     p = res["primary"]
     if p.get("n"):
         lines.append(f"\n{p['name']}: {p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}] ({p['n']} fields, "
                      f"{p['videos']} videos); left out: {res['left_out'] or 'none'}")  # fmt: skip
     return "\n".join(lines)
+
+
+def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
+    """Read rate (solid) and the right digit at the right second (dashed) by frames per look: each run's
+    conditions (the first run's all, the others' episode condition)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    colour = 0
+    for k, (label, res) in enumerate(runs.items()):
+        for cond in CONDITIONS if k == 0 else ("episode",):
+            keys = [f"{cond} n={n}" for n in LOOK_SIZES if f"{cond} n={n}" in res["rates"]]
+            if not keys:
+                continue
+            sizes = [int(key.split("=")[1]) for key in keys]
+            read = [res["rates"][key]["read"] for key in keys]
+            ax.errorbar(sizes, [r["mean"] for r in read], yerr=[[r["mean"] - r["lo"] for r in read],
+                        [r["hi"] - r["mean"] for r in read]], marker="o", color=f"C{colour}", capsize=3,
+                        label=f"{label} {cond}: read")  # fmt: skip
+            at = [res["rates"][key]["at_frame"]["mean"] for key in keys]
+            ax.plot(sizes, at, ls="--", marker="x", color=f"C{colour}", label=f"{label} {cond}: at the frame")
+            colour += 1
+    ax.set(xscale="log", xticks=list(LOOK_SIZES), xticklabels=[str(n) for n in LOOK_SIZES], ylim=(-0.02, 1.02),
+           xlabel="frames in the forced look", ylabel="share of fields", title="The cued field's digit, forced looks")  # fmt: skip
+    ax.minorticks_off()
+    ax.legend(fontsize=6.5, loc="center right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -182,6 +233,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seed", type=int, default=0, help="the forced looks' draw and the teacher's strategy seed"
     )
     p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
+    p.add_argument("--figure", type=Path, help="plot the rates here (with the runs of --with)")
+    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
+                   help="other probe folders whose episode rows join the figure")  # fmt: skip
+    p.add_argument("--label", default="agent", help="this run's label in the figure")
     return p.parse_args(argv)
 
 
@@ -203,6 +258,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     res = summary(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
     write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
     print(table(res))
+    if args.figure is not None:
+        runs = {args.label: res}
+        for spec in args.others:
+            label, _, folder = spec.partition("=")
+            runs[label] = summary(list(read_jsonl(Path(folder) / "rows.jsonl")))
+        figure(runs, args.figure)
     return 0
 
 

@@ -75,23 +75,25 @@ def test_a_read_is_exactly_the_shown_digit() -> None:
 
 
 def test_the_summary_pairs_one_and_eight_frame_looks_by_field() -> None:
+    def look(n: int) -> dict:  # frames at 10, 12, 14, ... (one frame: 10)
+        return {"type": "get_frames", "start": 10, "end": 10 + 2 * (n - 1), "num": n}
+
     rows = [{"id": "q1", "media": "v1", "left_out": "first look hit the digit"}]
     for i, (one, eight) in enumerate([(1, 0), (1, 0), (1, 1), (0, 0)]):
         for n, read in ((1, one), (8, eight)):
             rows.append({"id": f"q{i + 2}", "media": f"v{i % 2}", "condition": "episode", "n": n, "read": read,
-                         "named": 1, "at_frame": read, "colour": 1})  # fmt: skip
+                         "named": 1, "at_frame": read, "colour": 1, "look": look(n), "text": "10 red, 12-14 red 9"})  # fmt: skip
+    unpaired = {
+        "id": "q9",
+        "media": "v1",
+        "condition": "episode",
+        "n": 1,
+        "look": look(1),
+        "text": "10 red 9",
+    }
     rows.append(
-        {
-            "id": "q9",
-            "media": "v1",
-            "condition": "episode",
-            "n": 1,
-            "read": 1,
-            "named": 1,
-            "at_frame": 1,
-            "colour": 1,
-        }
-    )  # fmt: skip  (no 8-frame look: not paired)
+        {**unpaired, "read": 1, "named": 1, "at_frame": 1, "colour": 1}
+    )  # no 8-frame look: not paired
     res = summary(rows)
     assert res["left_out"] == {"first look hit the digit": 1}
     assert (
@@ -101,6 +103,9 @@ def test_the_summary_pairs_one_and_eight_frame_looks_by_field() -> None:
     assert primary["n"] == 4 and primary["videos"] == 2 and primary["mean"] == 0.5
     assert primary["lo"] <= 0.5 <= primary["hi"]
     assert "| episode | 8 | 4 | 0.250" in table(res)
+    # clauses starting at a served frame's second: "10 red" and "12-14 red 9" with 8 frames; "10 red" only with 1
+    assert res["copied"]["episode n=8"] == {"clauses": 8, "copied": 1.0}
+    assert res["copied"]["episode n=1"] == {"clauses": 9, "copied": round(5 / 9, 3)}
 
 
 def test_the_probe_runs_every_condition_on_a_tiny_agent_and_resumes(search_set: Path, tmp_path: Path) -> None:
