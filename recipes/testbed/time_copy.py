@@ -167,6 +167,7 @@ def train(args: argparse.Namespace) -> None:
     if resume is not None:
         opt.load_state_dict(torch.load(resume / "trainer_state.pt")["optimizer"])
     pool, looks = PoolLooks(args.pool, env), probe_looks(args.probe_set, args.probe_rows, env)
+    evaluated = {int(r["step"]) for r in read_jsonl(args.out / "curve.jsonl", missing_ok=True)}
     model.train()
     for step in range(start, STEPS):
         for group in opt.param_groups:
@@ -176,7 +177,7 @@ def train(args: argparse.Namespace) -> None:
         loss = optimizer_step(model, opt, params, batch, 1.0)
         if (step + 1) % 100 == 0:
             append_jsonl(args.out / "loss.jsonl", {"step": step + 1, "loss": round(loss, 4)})
-        if step + 1 in EVAL_AT:
+        if step + 1 in EVAL_AT and step + 1 not in evaluated:
             for row in evaluate(model, processor, looks, step + 1):
                 append_jsonl(args.out / "curve.jsonl", row)
         if (step + 1) % SAVE_EVERY == 0 or step + 1 == STEPS:

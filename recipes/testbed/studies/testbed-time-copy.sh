@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Copying the frames' times: whole-look caption training alone. Page: docs/experiments/testbed-time-copy.md.
+# Needs the digit probe's rows of attempt 3 (recipes/testbed/studies/testbed-digit-reading.sh). Resumable: the
+# trainer restarts from its newest checkpoint and the probe skips the rows it has. Two jobs, one thread each.
+set -euo pipefail
+
+OUT=runs/testbed
+SET=$OUT/data/probe5304
+
+cd "$(dirname "$0")/../../.."
+export OMP_NUM_THREADS=1
+
+# two training seeds (the order of the drawn looks), from attempt 3's SFT seed 0, on looks of the glyph pool
+for SEED in 0 1; do
+    python -m recipes.testbed.time_copy --model $OUT/sft_s0/agent --pool $OUT/data/pool --probe-set $SET \
+        --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --out $OUT/time_copy/s$SEED --seed $SEED &
+done
+wait
+# each final checkpoint through the whole digit probe (episode and caption conditions)
+for SEED in 0 1; do
+    python -m recipes.testbed.digit_probe --set $SET --model $OUT/time_copy/s$SEED/final \
+        --out $OUT/digit_probe/time_copy_s$SEED --conditions episode caption &
+done
+wait
+for SEED in 0 1; do
+    python -m recipes.testbed.time_copy --model $OUT/sft_s0/agent --pool $OUT/data/pool --probe-set $SET \
+        --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --out $OUT/time_copy/s$SEED --summary
+    python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/time_copy_s$SEED --summary
+done
