@@ -10,7 +10,7 @@ from typing import Any
 
 DESCRIPTION = "The testbed agent (search level of envs.synth): data, synthesis, build, glyphs, SFT, eval."
 
-STAGES = ("data", "synth", "export", "build", "glyphs", "sft", "eval")
+STAGES = ("data", "synth", "export", "build", "glyphs", "timecopy", "sft", "eval")
 
 # (flag, type, default, help)
 OPTIONS: list[tuple[str, type, Any, str]] = [
@@ -36,6 +36,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "vision encoder classification steps (recipes/tiny_agent/glyph_pretrain.py)",
     ),
     ("--glyph-lr", float, 2e-3, "their learning rate"),
+    (
+        "--time-copy-steps",
+        int,
+        0,
+        "whole-look caption steps after the glyph stage, before SFT (recipes/testbed/time_copy.py; 0: none)",
+    ),
     (
         "--text-warmup-steps",
         int,

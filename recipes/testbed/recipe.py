@@ -17,9 +17,11 @@ Stages (each skipped when its output exists, so a killed run continues; SFT resu
    ``--token-target``.
 5. ``glyphs``: the vision encoder alone learns digits and hues on the training and pool frames
    (``recipes.tiny_agent.glyph_pretrain``), into ``OUT/init_glyphs``; SFT keeps it frozen.
-6. ``sft``: the text warm-up, then full-context SFT (``rl/train_sft.py --config-dir recipes/testbed/conf/sft
-   +exp=testbed``), into ``OUT/agent``.
-7. ``eval``: the agent, the agent blind (black frames, silence), ``prior`` (fitted on the training set),
+6. ``timecopy`` (with ``--time-copy-steps``): the text model alone learns to caption whole looks of the pool's
+   videos at their frames' seconds (:mod:`recipes.testbed.time_copy`), into ``OUT/timecopy/final``.
+7. ``sft``: the text warm-up, then full-context SFT (``rl/train_sft.py --config-dir recipes/testbed/conf/sft
+   +exp=testbed``), from the last of those stages that ran, into ``OUT/agent``.
+8. ``eval``: the agent, the agent blind (black frames, silence), ``prior`` (fitted on the training set),
    ``uniform`` and ``random`` on ``--eval-set`` (default: dev), greedy and constrained at K;
    ``OUT/eval/<set name>/results.{json,md}`` with the paired differences (clustered by video).
 """
@@ -114,8 +116,23 @@ def glyph_command(args: argparse.Namespace) -> list[str]:
     ]  # fmt: skip
 
 
+def time_copy_command(args: argparse.Namespace) -> list[str]:
+    return [
+        sys.executable, "-m", "recipes.testbed.time_copy", "--model", str(args.out / "init_glyphs"),
+        "--sft-data", str(args.out / "sft_data" / "train.parquet"), "--pool", str(args.data / "pool"),
+        "--out", str(args.out / "timecopy"), "--seed", str(args.seed), "--steps", str(args.time_copy_steps),
+    ]  # fmt: skip
+
+
+def sft_init(args: argparse.Namespace) -> Path:
+    """The checkpoint SFT starts from: after the time-copy stage, the glyph stage, or the untrained agent."""
+    if args.time_copy_steps:
+        return args.out / "timecopy" / "final"
+    return args.out / ("init_glyphs" if args.glyph_steps else "init")
+
+
 def sft_command(args: argparse.Namespace) -> list[str]:
-    init = args.out / ("init_glyphs" if args.glyph_steps else "init")
+    init = sft_init(args)
     return [
         sys.executable, str(REPO / "rl" / "train_sft.py"), "--config-dir", str(CONF / "sft"), "+exp=testbed",
         f"model.path={init}", f"data.train_files={args.out / 'sft_data' / 'train.parquet'}",
@@ -204,6 +221,10 @@ def run_stages(args: argparse.Namespace) -> None:
             build(args)
         elif stage == "glyphs" and args.glyph_steps and not (out / "init_glyphs" / "config.json").exists():
             run_stage(glyph_command(args), logs / "glyphs.log")
+        elif stage == "timecopy" and args.time_copy_steps and not (out / "timecopy" / "final").exists():
+            if not args.glyph_steps:
+                raise SystemExit("the timecopy stage trains on after the glyph stage: set --glyph-steps")
+            run_stage(time_copy_command(args), logs / "timecopy.log")
         elif stage == "sft" and not (out / "agent" / "config.json").exists():
             run_stage(sft_command(args), logs / "sft.log")
         elif stage == "eval":

@@ -166,23 +166,25 @@ def train(args: argparse.Namespace) -> None:
     opt = torch.optim.AdamW(params, lr=LR)
     if resume is not None:
         opt.load_state_dict(torch.load(resume / "trainer_state.pt")["optimizer"])
-    pool, looks = PoolLooks(args.pool, env), probe_looks(args.probe_set, args.probe_rows, env)
+    pool = PoolLooks(args.pool, env)
+    looks = probe_looks(args.probe_set, args.probe_rows, env) if args.probe_set and args.probe_rows else []
     evaluated = {int(r["step"]) for r in read_jsonl(args.out / "curve.jsonl", missing_ok=True)}
     model.train()
-    for step in range(start, STEPS):
+    steps = args.steps or STEPS
+    for step in range(start, steps):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, STEPS, LR, WARMUP, cosine=True)
+            group["lr"] = lr_at(step, steps, LR, WARMUP, cosine=True)
         rng = np.random.default_rng([args.seed, step])
         batch = collate([encoder.encode(pool.chat(rng)) for _ in range(BATCH)], int(encoder.pad_id))
         loss = optimizer_step(model, opt, params, batch, 1.0)
         if (step + 1) % 100 == 0:
             append_jsonl(args.out / "loss.jsonl", {"step": step + 1, "loss": round(loss, 4)})
-        if step + 1 in EVAL_AT and step + 1 not in evaluated:
+        if looks and step + 1 in EVAL_AT and step + 1 not in evaluated:
             for row in evaluate(model, processor, looks, step + 1):
                 append_jsonl(args.out / "curve.jsonl", row)
-        if (step + 1) % SAVE_EVERY == 0 or step + 1 == STEPS:
+        if (step + 1) % SAVE_EVERY == 0 or step + 1 == steps:
             save(model, opt, args.model, args.out / f"step{step + 1}", step + 1)
-    final = args.out / f"step{STEPS}"
+    final = args.out / f"step{steps}"
     shutil.copytree(final, args.out / "final", dirs_exist_ok=True)
     env.close()
 
@@ -198,10 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sft-data", type=Path, help="its SFT parquet, for the turn encoder (default: next to --model)"
     )
     p.add_argument("--pool", type=Path, required=True, help="search-level videos the looks are drawn from")
-    p.add_argument("--probe-set", type=Path, required=True, help="the digit probe's set")
     p.add_argument(
-        "--probe-rows", type=Path, required=True, help="a digit probe's rows.jsonl (its forced looks)"
+        "--probe-set", type=Path, help="the digit probe's set (with --probe-rows: the learning curve)"
     )
+    p.add_argument("--probe-rows", type=Path, help="a digit probe's rows.jsonl (its forced looks)")
+    p.add_argument("--steps", type=int, help=f"training steps (default {STEPS})")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0, help="the looks' draw")
     p.add_argument("--summary", action="store_true", help="only print the learning curve of OUT/curve.jsonl")
