@@ -104,21 +104,56 @@ def evaluate(model: Any, processor: Any, looks: list[dict[str, Any]], step: int)
     return rows
 
 
-def curve(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per step and look size: at the frame, read, and times copied."""
+def curve(rows: list[dict[str, Any]], before: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per step and look size: at the frame, read, and times copied; with ``before`` (the digit probe's rows of the
+    starting agent), those rows as step 0 and at the frame minus the starting agent's on the same looks, paired by
+    field."""
     from recipes.testbed.digit_probe import video_interval
 
+    start = {
+        (r["id"], r["n"]): r for r in before or [] if r.get("condition") == "caption" and "at_frame" in r
+    }
+    rows = [{**r, "step": 0} for r in start.values() if r["n"] in EVAL_SIZES] + list(rows) if start else rows
     out: dict[str, Any] = {}
     for step in sorted({r["step"] for r in rows}):
         for n in EVAL_SIZES:
             sub = [r for r in rows if r["step"] == step and r["n"] == n]
-            if sub:
-                out[f"step {step} n={n}"] = {
-                    "at_frame": video_interval({r["id"]: (r["media"], r["at_frame"]) for r in sub}),
-                    "read": video_interval({r["id"]: (r["media"], r["read"]) for r in sub}),
-                    "copied": copied_times(sub)[f"caption n={n}"]["copied"],
-                }
+            if not sub:
+                continue
+            out[f"step {step} n={n}"] = {
+                "at_frame": video_interval({r["id"]: (r["media"], r["at_frame"]) for r in sub}),
+                "read": video_interval({r["id"]: (r["media"], r["read"]) for r in sub}),
+                "copied": copied_times(sub)[f"caption n={n}"]["copied"],
+            }
+            paired = {r["id"]: (r["media"], r["at_frame"] - start[r["id"], n]["at_frame"])
+                      for r in sub if (r["id"], n) in start}  # fmt: skip
+            if paired:
+                out[f"step {step} n={n}"]["at_frame_minus_before"] = video_interval(paired)
     return out
+
+
+def figure(curves: dict[str, dict[str, Any]], path: Path) -> None:
+    """*At the frame* by training step, per run and look size, with the by-video intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for k, (label, res) in enumerate(curves.items()):
+        for n, style in zip(EVAL_SIZES, ("--", "-"), strict=True):
+            keys = [key for key in res if key.endswith(f" n={n}")]
+            steps = [int(key.split()[1]) for key in keys]
+            at = [res[key]["at_frame"] for key in keys]
+            ax.errorbar(steps, [a["mean"] for a in at], yerr=[[a["mean"] - a["lo"] for a in at],
+                        [a["hi"] - a["mean"] for a in at]], ls=style, marker="o", color=f"C{k}", capsize=3,
+                        label=f"{label}, {n}-frame looks")  # fmt: skip
+    ax.set(xlabel="whole-look caption steps", ylabel="right digit at the right second", ylim=(0, 1),
+           title="Copying the frames' times (caption condition, probe set)")  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
 
 
 def save(model: Any, opt: Any, source: Path, folder: Path, step: int) -> None:
@@ -208,16 +243,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0, help="the looks' draw")
     p.add_argument("--summary", action="store_true", help="only print the learning curve of OUT/curve.jsonl")
+    p.add_argument("--figure", type=Path, help="plot the learning curve here (with the runs of --with)")
+    p.add_argument(
+        "--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR", help="other runs to plot"
+    )
+    p.add_argument("--label", default="seed 0", help="this run's label in the figure")
     args = p.parse_args(argv)
     args.sft_data = args.sft_data or args.model.parent / "sft_data" / "train.parquet"
     if not args.summary:
         train(args)
-    res = curve(list(read_jsonl(args.out / "curve.jsonl", missing_ok=True)))
+    before = list(read_jsonl(args.probe_rows)) if args.probe_rows else None
+    res = curve(list(read_jsonl(args.out / "curve.jsonl", missing_ok=True)), before)
     write_atomic(args.out / "curve.json", json.dumps(res, indent=2))
+    if args.figure is not None:
+        runs = {args.label: res}
+        for spec in args.others:
+            label, _, folder = spec.partition("=")
+            runs[label] = curve(list(read_jsonl(Path(folder) / "curve.jsonl")), before)
+        figure(runs, args.figure)
     for key, m in res.items():
         a = m["at_frame"]
         print(f"{key}: at the frame {a['mean']:.3f} [{a['lo']:.3f}, {a['hi']:.3f}], read {m['read']['mean']:.3f}, "
-              f"times copied {m['copied']}")  # fmt: skip
+              f"times copied {m['copied']}" + (f", minus before {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+              if (d := m.get("at_frame_minus_before")) else ""))  # fmt: skip
     return 0
 
 

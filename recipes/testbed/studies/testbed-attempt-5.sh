@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Testbed agent, attempt 5: attempt 3's recipe with a time-copy stage before SFT. Page:
+# docs/experiments/testbed-attempt-5.md (attempt 4 without its start rule).
+# Each stage resumes where it stopped. Two jobs at a time, one thread each.
+set -euo pipefail
+
+OUT=runs/testbed/attempt5
+DATA=runs/testbed/data
+
+cd "$(dirname "$0")/../../.."
+export OMP_NUM_THREADS=1
+
+# SFT seeds 0 and 1 from attempt 3's synthesis, tokenizer and glyph stage (copied, not rebuilt)
+for SEED in 0 1; do
+    mkdir -p $OUT/sft_s$SEED
+    for PART in sft_data init init_glyphs glyphs.json turn_tokens.json; do
+        [ -e $OUT/sft_s$SEED/$PART ] || cp -r runs/testbed/sft_s$SEED/$PART $OUT/sft_s$SEED/
+    done
+    python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 \
+        --stages timecopy sft &
+done
+wait
+# calibration on the development set, then the digit probe of each agent (episode condition)
+for SEED in 0 1; do
+    python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 --stages eval &
+done
+wait
+for SEED in 0 1; do
+    python -m recipes.testbed.digit_probe --set $DATA/probe5304 --model $OUT/sft_s$SEED/agent \
+        --out runs/testbed/digit_probe/attempt5_s$SEED --conditions episode &
+done
+wait
+python -m recipes.testbed.calibration --eval attempt3=runs/testbed/sft_s0/eval/dev \
+    --eval attempt5_s0=$OUT/sft_s0/eval/dev --eval attempt5_s1=$OUT/sft_s1/eval/dev \
+    --figure docs/figures/testbed_attempt5_calibration.png
