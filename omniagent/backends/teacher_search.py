@@ -21,6 +21,7 @@ whose state they read and extend (its goal, memory, queue, limits, duration and 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from omniagent.backends.synth_compact import sec
@@ -234,31 +235,59 @@ def answer_value(t: SynthTeacherPolicy) -> str | None:
     return next((i.value for i in t.memory.frames[times[0]] if i.kind == "background"), None)
 
 
-def facts(t: SynthTeacherPolicy) -> str:
-    """What has been observed about the cue and its answer, for the Thought: every fact stated with a time was
-    reported by an Observation at that time (what the offline auditor, rl/audit_rules.py, checks)."""
+@dataclass(frozen=True)
+class SearchFacts:
+    """What has been observed about the cue and its answer, computed once and rendered in either language: for a
+    pitch (``pitch_visual``) the beep heard whole and the first frame seen while it sounds; for a colour cue the
+    span its field can lie in (None: not seen), the first frame showing its digit, and the beep heard with it."""
+
+    cue: str
+    pitch: bool
+    beep: Item | None = None
+    frame_at: float | None = None
+    answer: str | None = None
+    span: tuple[float, float] | None = None
+    digit_at: float | None = None
+    digit: str = "?"
+    cue_beep: Item | None = None
+
+
+def observed(t: SynthTeacherPolicy) -> SearchFacts:
     g = t.goal
     if g.search == "pitch_visual":
         beep = _pitch_heard(t)
-        if beep is None:
-            return f"No {g.value} Hz beep heard so far."
-        times = _frames_during(t, beep)
-        where = (
-            f" At {times[0]:.2f}s I saw {_article(answer_value(t))} {answer_value(t)} background."
-            if times
-            else ""
+        times = _frames_during(t, beep) if beep is not None else []
+        return SearchFacts(
+            str(g.value), True, beep, times[0] if times else None, answer_value(t) if times else None
         )
-        return f"The {g.value} Hz beep is at {float(beep.start):.2f}s-{float(beep.end):.2f}s.{where}"
     inside, _ = _cue_times(t)
     if not inside:
-        return f"No {g.value} background seen so far."
-    lo, hi = _span(t)
+        return SearchFacts(str(g.value), False)
     digit = _cue_digit(t)
-    seen = f" The digit {_digit_text(t)} is on it at {digit[0]:.2f}s." if digit else ""
     beep = _cue_beep(t) if g.search == "cue_audio" else None
-    heard = f" While it is shown I heard {beep.phrase()}." if beep is not None else ""
+    return SearchFacts(str(g.value), False, span=_span(t), digit_at=digit[0] if digit else None,
+                       digit=_digit_text(t), cue_beep=beep)  # fmt: skip
+
+
+def facts(t: SynthTeacherPolicy) -> str:
+    """What has been observed about the cue and its answer, for the Thought: every fact stated with a time was
+    reported by an Observation at that time (what the offline auditor, rl/audit_rules.py, checks)."""
+    f = observed(t)
+    if f.pitch:
+        if f.beep is None:
+            return f"No {f.cue} Hz beep heard so far."
+        where = (
+            f" At {f.frame_at:.2f}s I saw {_article(f.answer)} {f.answer} background."
+            if f.frame_at is not None
+            else ""
+        )
+        return f"The {f.cue} Hz beep is at {float(f.beep.start):.2f}s-{float(f.beep.end):.2f}s.{where}"
+    if f.span is None:
+        return f"No {f.cue} background seen so far."
+    seen = f" The digit {f.digit} is on it at {f.digit_at:.2f}s." if f.digit_at is not None else ""
+    heard = f" While it is shown I heard {f.cue_beep.phrase()}." if f.cue_beep is not None else ""
     # "field", not "background": the bounds are where other colours were seen, not sightings of this one
-    return f"The {g.value} field lies between {lo:.2f}s and {hi:.2f}s.{seen}{heard}"
+    return f"The {f.cue} field lies between {f.span[0]:.2f}s and {f.span[1]:.2f}s.{seen}{heard}"
 
 
 def _article(word: str | None) -> str:
@@ -270,27 +299,23 @@ def _digit_text(t: SynthTeacherPolicy) -> str:
     return next((i.value for i in t.memory.frames[digit[0]] if i.kind == "digit"), "?") if digit else "?"
 
 
+def _middle(sound: Item) -> int:
+    return sec(0.5 * (float(sound.start) + float(sound.end)))
+
+
 def compact_facts(t: SynthTeacherPolicy) -> str:
     """What has been observed about the cue and its answer, in the compact language (whole seconds)."""
-    g = t.goal
-    if g.search == "pitch_visual":
-        beep = _pitch_heard(t)
-        if beep is None:
-            return f"no {g.value} Hz"
-        times = _frames_during(t, beep)
-        where = f", {answer_value(t)} at {sec(times[0])}" if times else ""
-        return f"{g.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}{where}"
-    inside, _ = _cue_times(t)
-    if not inside:
-        return f"no {g.value}"
-    lo, hi = _span(t)
-    digit = _cue_digit(t)
-    seen = f", digit {_digit_text(t)} at {sec(digit[0])}" if digit else ""
-    beep = _cue_beep(t) if g.search == "cue_audio" else None
-    heard = (
-        f", {beep.value} Hz at {sec(0.5 * (float(beep.start) + float(beep.end)))}" if beep is not None else ""
-    )
-    return f"{g.value} {sec(lo)}-{sec(hi)}{seen}{heard}"
+    f = observed(t)
+    if f.pitch:
+        if f.beep is None:
+            return f"no {f.cue} Hz"
+        where = f", {f.answer} at {sec(f.frame_at)}" if f.frame_at is not None else ""
+        return f"{f.cue} Hz at {_middle(f.beep)}{where}"
+    if f.span is None:
+        return f"no {f.cue}"
+    seen = f", digit {f.digit} at {sec(f.digit_at)}" if f.digit_at is not None else ""
+    heard = f", {f.cue_beep.value} Hz at {_middle(f.cue_beep)}" if f.cue_beep is not None else ""
+    return f"{f.cue} {sec(f.span[0])}-{sec(f.span[1])}{seen}{heard}"
 
 
 def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:

@@ -213,3 +213,20 @@ def test_the_calibration_record_checks_observations_against_the_video(tmp_path: 
     assert got == {"times": 6, "colour_right": 5, "digits_named": 3, "digit_shown": 2, "digit_right": 1}
     main(["--eval", f"one={folder}", "--tasks", str(tasks)])
     assert "| one | agent | 5 / 6 (0.83) | 3 | 2 | 1 |" in capsys.readouterr().out
+
+
+def test_the_timecopy_stage_trains_after_the_glyphs_and_sft_starts_from_it(tmp_path: Path) -> None:
+    from recipes.testbed.recipe import run_stages, sft_command, sft_init, time_copy_command
+
+    plain = parse_args(["--out", str(tmp_path / "sft_s0")])
+    assert sft_init(plain) == plain.out / "init_glyphs"
+    args = parse_args(["--out", str(tmp_path / "sft_s0"), "--seed", "1", "--time-copy-steps", "3000"])
+    assert sft_init(args) == args.out / "timecopy" / "final"
+    assert f"model.path={args.out / 'timecopy' / 'final'}" in sft_command(args)
+    cmd = time_copy_command(args)
+    assert cmd[cmd.index("--model") + 1] == str(args.out / "init_glyphs")
+    assert cmd[cmd.index("--steps") + 1] == "3000" and cmd[cmd.index("--seed") + 1] == "1"
+    no_glyphs = parse_args(["--out", str(tmp_path / "s"), "--time-copy-steps", "10", "--glyph-steps", "0",
+                            "--stages", "timecopy"])  # fmt: skip
+    with pytest.raises(SystemExit, match="glyph"):
+        run_stages(no_glyphs)
