@@ -1,35 +1,13 @@
 #!/usr/bin/env bash
 # Testbed agent, attempt 4: attempt 3's recipe with a time-copy stage before SFT. Page:
-# docs/experiments/testbed-attempt-4.md. Runs only under the page's start rule (the time-copy study's episode rows).
-# Each stage resumes where it stopped. Two jobs at a time, one thread each.
+# docs/experiments/testbed-attempt-4.md. It runs only under its start rule: a time-copy checkpoint writes the
+# cued digit at its frame's second in the episode condition of the digit probe (8-frame looks) above the agent
+# before (0.035), resolved. This script checks the rule; the rule failed, so nothing of attempt 4 ran (its recipe
+# ran later, without the rule, as attempt 5: testbed-attempt-5.sh).
 set -euo pipefail
 
-OUT=runs/testbed/attempt4
-DATA=runs/testbed/data
-
 cd "$(dirname "$0")/../../.."
-export OMP_NUM_THREADS=1
-
-# SFT seeds 0 and 1 from attempt 3's synthesis, tokenizer and glyph stage (copied, not rebuilt)
 for SEED in 0 1; do
-    mkdir -p $OUT/sft_s$SEED
-    for PART in sft_data init init_glyphs glyphs.json turn_tokens.json; do
-        [ -e $OUT/sft_s$SEED/$PART ] || cp -r runs/testbed/sft_s$SEED/$PART $OUT/sft_s$SEED/
-    done
-    python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 \
-        --stages timecopy sft &
+    python -m recipes.testbed.digit_probe --set runs/testbed/data/probe5304 \
+        --out runs/testbed/digit_probe/time_copy_s$SEED --summary | grep "^| episode | 8 "
 done
-wait
-# calibration on the development set, then the digit probe of each agent (episode condition)
-for SEED in 0 1; do
-    python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 --stages eval &
-done
-wait
-for SEED in 0 1; do
-    python -m recipes.testbed.digit_probe --set $DATA/probe5304 --model $OUT/sft_s$SEED/agent \
-        --out runs/testbed/digit_probe/attempt4_s$SEED --conditions episode &
-done
-wait
-python -m recipes.testbed.calibration --eval attempt3=runs/testbed/sft_s0/eval/dev \
-    --eval attempt4_s0=$OUT/sft_s0/eval/dev --eval attempt4_s1=$OUT/sft_s1/eval/dev \
-    --figure docs/figures/testbed_attempt4_calibration.png
