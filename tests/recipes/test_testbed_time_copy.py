@@ -98,3 +98,19 @@ def test_a_short_run_trains_the_text_model_records_its_curve_and_resumes(
     again = load_model(str(tmp_path / "out" / "final"))
     assert all(torch.allclose(p, again.get_parameter(n)) for n, p in first.named_parameters())
     assert len(list(read_jsonl(tmp_path / "out" / "curve.jsonl"))) == 2 * looks
+
+
+def test_the_curve_pairs_each_step_with_the_starting_agent_by_field() -> None:
+    look = {"type": "get_frames", "start": 10, "end": 24, "num": 8}
+    before = [{"id": f"q{i}", "media": f"v{i % 3}", "condition": "caption", "n": 8, "look": look, "text": "10 red",
+               "at_frame": int(i == 0), "read": 1} for i in range(6)]  # fmt: skip
+    after = [
+        {**r, "step": 100, "at_frame": int(i < 3), "text": "10 red, 12 red 9"} for i, r in enumerate(before)
+    ]
+    res = time_copy.curve(after, before + [{"id": "x", "left_out": "first look hit the digit"}])
+    assert res["step 0 n=8"]["at_frame"]["mean"] == round(1 / 6, 3)
+    step = res["step 100 n=8"]
+    assert step["at_frame"]["mean"] == 0.5 and step["copied"] == 1.0
+    assert (
+        step["at_frame_minus_before"]["mean"] == round(2 / 6, 3) and step["at_frame_minus_before"]["n"] == 6
+    )
