@@ -9,6 +9,8 @@ DATA=runs/testbed/data
 
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1
+PIDS=()
+wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # SFT seeds 0 and 1 from attempt 3's synthesis, tokenizer and glyph stage (copied, not rebuilt)
 for SEED in 0 1; do
@@ -18,18 +20,21 @@ for SEED in 0 1; do
     done
     python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 \
         --stages timecopy sft &
+    PIDS+=($!)
 done
-wait
+wait_all
 # calibration on the development set, then the digit probe of each agent (episode condition)
 for SEED in 0 1; do
     python -m recipes.testbed --out $OUT/sft_s$SEED --data $DATA --seed $SEED --time-copy-steps 3000 --stages eval &
+    PIDS+=($!)
 done
-wait
+wait_all
 for SEED in 0 1; do
     python -m recipes.testbed.digit_probe --set $DATA/probe5304 --model $OUT/sft_s$SEED/agent \
         --out runs/testbed/digit_probe/attempt5_s$SEED --conditions episode &
+    PIDS+=($!)
 done
-wait
+wait_all
 python -m recipes.testbed.calibration --eval attempt3=runs/testbed/sft_s0/eval/dev \
     --eval attempt5_s0=$OUT/sft_s0/eval/dev --eval attempt5_s1=$OUT/sft_s1/eval/dev \
     --figure docs/figures/testbed_attempt5_calibration.png

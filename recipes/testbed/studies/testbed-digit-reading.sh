@@ -9,14 +9,18 @@ SET=$OUT/data/probe5304
 
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1
+PIDS=()
+wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # the fresh set (48 videos, 192 cue_digit questions) and its blanked copy
 python -m recipes.testbed.digit_probe --make-set 5304 --videos 48 --set $SET --out $OUT/digit_probe/attempt3 --summary
 # attempt 3's SFT seed 0 (the testbed study's last agent): every condition
 python -m recipes.testbed.digit_probe --set $SET --model $OUT/sft_s0/agent --out $OUT/digit_probe/attempt3 &
+    PIDS+=($!)
 # attempt 2's agent (no caption batches): the episode condition only
 python -m recipes.testbed.digit_probe --set $SET --model $OUT/attempt2/sft_s0/agent \
     --out $OUT/digit_probe/attempt2 --conditions episode &
-wait
+    PIDS+=($!)
+wait_all
 python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt3 --summary
 python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt2 --summary

@@ -9,19 +9,23 @@ SET=$OUT/data/probe5304
 
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1
+PIDS=()
+wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # two training seeds (the order of the drawn looks), from attempt 3's SFT seed 0, on looks of the glyph pool
 for SEED in 0 1; do
     python -m recipes.testbed.time_copy --model $OUT/sft_s0/agent --pool $OUT/data/pool --probe-set $SET \
         --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --out $OUT/time_copy/s$SEED --seed $SEED &
+    PIDS+=($!)
 done
-wait
+wait_all
 # each final checkpoint through the whole digit probe (episode and caption conditions)
 for SEED in 0 1; do
     python -m recipes.testbed.digit_probe --set $SET --model $OUT/time_copy/s$SEED/final \
         --out $OUT/digit_probe/time_copy_s$SEED --conditions episode caption &
+    PIDS+=($!)
 done
-wait
+wait_all
 for SEED in 0 1; do
     python -m recipes.testbed.time_copy --model $OUT/sft_s0/agent --pool $OUT/data/pool --probe-set $SET \
         --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --out $OUT/time_copy/s$SEED --summary
