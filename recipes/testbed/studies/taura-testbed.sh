@@ -13,16 +13,21 @@ BLIND_VIDEOS=42
 
 cd "$(dirname "$0")/../../.."
 export OMP_NUM_THREADS=1
+PIDS=()
+wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # 1. the shared sets (training 5301, glyph pool 5302, development 5303), then each SFT seed's agent
 python -m recipes.testbed --out $OUT/sft_s0 --stages data
 python -m recipes.testbed --out $OUT/sft_s0 --seed 0 --stages synth export build glyphs sft &
+PIDS+=($!)
 python -m recipes.testbed --out $OUT/sft_s1 --seed 1 --stages synth export build glyphs sft &
-wait
+PIDS+=($!)
+wait_all
 python -m recipes.testbed --out $OUT/sft_s2 --seed 2 --stages synth export build glyphs sft &
+PIDS+=($!)
 # calibration: SFT seed 0 on the development set (the plan's band 0.40-0.80), with its floors and blind row
 python -m recipes.testbed --out $OUT/sft_s0 --stages eval
-wait
+wait_all
 
 # 1b. the development record (the page's figure): attempt 2's recipe, without caption batches, on seed 0, and
 # the development rows of attempts 2 and 3 against their floors. Attempt 1's language (v1) is no longer built.
@@ -37,9 +42,11 @@ exit 0
 for SEED in $SFT_SEEDS; do
     python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED \
         --steps set eval auroc &
+    PIDS+=($!)
     python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED \
         --steps flat grpo &
-    wait
+    PIDS+=($!)
+    wait_all
     python -m recipes.testbed.gates --sft $OUT/sft_s$SEED --gate-seed $((5311 + SEED)) --seed $SEED --steps report
 done
 
@@ -51,18 +58,24 @@ SET=$OUT/data/study_$STUDY_SEED
 # 4. the runs, paired by seed: TAURA and GRPO of one seed at a time
 for SEED in $RL_SEEDS; do
     python -m recipes.testbed.study train --arm taura --seed $SEED --sft $OUT/sft_s0 --out $OUT/study &
+    PIDS+=($!)
     python -m recipes.testbed.study train --arm grpo --seed $SEED --sft $OUT/sft_s0 --out $OUT/study &
-    wait
+    PIDS+=($!)
+    wait_all
 done
 
 # 5. every final policy and the SFT agent on the study set and its blind subset; the floors
 python -m recipes.testbed.study eval --run $OUT/study/sft --sft $OUT/sft_s0 --set $SET &
+PIDS+=($!)
 python -m recipes.testbed.study floors --study $OUT/study --sft $OUT/sft_s0 --set $SET &
-wait
+PIDS+=($!)
+wait_all
 for SEED in $RL_SEEDS; do
     python -m recipes.testbed.study eval --run $OUT/study/taura_s$SEED --sft $OUT/sft_s0 --set $SET &
+    PIDS+=($!)
     python -m recipes.testbed.study eval --run $OUT/study/grpo_s$SEED --sft $OUT/sft_s0 --set $SET &
-    wait
+    PIDS+=($!)
+    wait_all
 done
 
 # 6. the analysis: primary, secondaries (Holm), AUROC per seed, the figure
