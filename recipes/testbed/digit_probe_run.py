@@ -13,7 +13,7 @@ import numpy as np
 from envs.jsonl import append_jsonl, read_jsonl
 from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import SynthWorld
-from recipes.testbed.digit_probe import cue_digit_items, digit_frame, forced_look, score_read
+from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
 
 CAPTION_TOKENS = 64
 

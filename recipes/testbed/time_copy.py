@@ -28,7 +28,8 @@ import numpy as np
 from envs.jsonl import append_jsonl, read_jsonl, write_atomic
 from omniagent.backends.synth_compact import describe_compact, sec
 from omniagent.backends.synth_world import Percept, SynthWorld
-from recipes.testbed.digit_probe import copied_times, cue_digit_items, digit_frame, forced_look, score_read
+from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
+from recipes.testbed.digit_probe import copied_times
 from recipes.testbed.digit_probe_run import caption, served_percept
 from recipes.tiny_agent.frame_captions import two_turn_chat
 

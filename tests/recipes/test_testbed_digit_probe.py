@@ -11,17 +11,15 @@ import pytest
 
 from envs.jsonl import read_jsonl
 from omniagent.backends.synth_world import SynthWorld
-from recipes.testbed.digit_probe import (
+from recipes.testbed.digit_looks import (
     GRID,
-    LOOK_SIZES,
     cue_digit_items,
     digit_frame,
     forced_look,
     score_read,
     shows_digit,
-    summary,
-    table,
 )
+from recipes.testbed.digit_probe import LOOK_SIZES, summary, table
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from envs.jsonl import read_jsonl
 from omniagent.backends.synth_compact import describe_compact, parse_compact
 from omniagent.backends.synth_world import Percept, SynthWorld
 from recipes.testbed import time_copy
-from recipes.testbed.digit_probe import cue_digit_items, forced_look
+from recipes.testbed.digit_looks import cue_digit_items, forced_look
 
 
 @pytest.fixture(scope="module")
