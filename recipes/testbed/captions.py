@@ -19,6 +19,7 @@ would have.
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +124,12 @@ class CompactCaptions(CaptionBatches):
         self.plain = [i for i, c in enumerate(self.chats) if not shows_digit(c)]
         self.whole_events = [i for i, c in enumerate(self.whole) if shows_digit(c)]
         self.whole_plain = [i for i, c in enumerate(self.whole) if not shows_digit(c)]
-        self._items: dict[tuple[str, int], dict[str, Any]] = {}
+        self._items: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
 
     def _item(self, kind: str, index: int) -> dict[str, Any]:
         if kind != "audio":
             return super()._item(kind, index)
-        if (kind, index) not in self._items:
-            self._items[kind, index] = self.encode(self.sounds[index])
-        return self._items[kind, index]
+        return self._cached((kind, index), lambda: self.encode(self.sounds[index]))
 
     def batch(self, step: int) -> dict[str, Any]:
         items = [self._item("frame", i) for i in self.picked(step)]

@@ -21,6 +21,7 @@ Captions need ground truth, so they come only from media built by ``python -m en
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,6 +188,9 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
     return chats
 
 
+CACHE_ITEMS = 2048  # encoded captions kept in memory (a whole look's pixel values are a few MB)
+
+
 class CaptionBatches:
     """Seeded caption batches for a run: ``batch(step)`` is a function of the seed and the step, so
     a resumed run trains on the batches an uninterrupted one would have. Each batch holds
@@ -223,12 +227,23 @@ class CaptionBatches:
         self.plain = [i for i, chat in enumerate(self.chats) if not _shows_event(chat)]
         self.whole_events = [i for i, chat in enumerate(self.whole) if _shows_event(chat)]
         self.whole_plain = [i for i, chat in enumerate(self.whole) if not _shows_event(chat)]
-        self._items: dict[tuple[str, int], dict[str, Any]] = {}
+        self._items: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+
+    def _cached(self, key: tuple[str, int], make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """An encoded caption, kept for reuse (encoding the images dominates a step); the least recently used is
+        dropped beyond :data:`CACHE_ITEMS`, so a long run's memory stays bounded."""
+        if key in self._items:
+            self._items.move_to_end(key)
+        else:
+            self._items[key] = make()
+            if len(self._items) > CACHE_ITEMS:
+                self._items.popitem(last=False)
+        return self._items[key]
 
     def _item(self, kind: str, index: int) -> dict[str, Any]:
-        if (kind, index) not in self._items:  # encode each caption once: image decoding dominates a step
-            self._items[kind, index] = self.encode((self.chats if kind == "frame" else self.whole)[index])
-        return self._items[kind, index]
+        return self._cached(
+            (kind, index), lambda: self.encode((self.chats if kind == "frame" else self.whole)[index])
+        )
 
     def _pick(self, rng: random.Random, size: int, events: list[int], plain: list[int]) -> list[int]:
         if self.event_share is None or not events or not plain:

@@ -381,3 +381,17 @@ def test_vision_only_reading_changes_the_encoder_and_not_one_text_weight(
         trainable_params(before, "audio")
     text = {id(p) for p in trainable_params(before, "text")}  # the reverse: all but the encoder
     assert text == {id(p) for n, p in before.named_parameters() if not n.startswith("visual.")}
+
+
+def test_the_caption_cache_is_bounded_and_gives_the_same_batches(dataset: Any, monkeypatch: Any) -> None:
+    import recipes.tiny_agent.frame_captions as fc
+
+    unbounded = CaptionBatches(dataset, batch_size=4, seed=2)
+    expected = [unbounded.batch(step) for step in range(6)]
+    monkeypatch.setattr(fc, "CACHE_ITEMS", 3)
+    bounded = CaptionBatches(dataset, batch_size=4, seed=2)
+    for step in range(6):
+        got = bounded.batch(step)
+        assert len(bounded._items) <= 3
+        assert torch.equal(got["input_ids"], expected[step]["input_ids"])
+        assert torch.equal(got["pixel_values"], expected[step]["pixel_values"])
