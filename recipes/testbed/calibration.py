@@ -143,7 +143,7 @@ def figure(attempts: dict[str, dict[str, Any]], path: Path) -> None:
     ax.set_xticks(range(len(attempts)), list(attempts))
     ax.set_ylim(0, 1)
     ax.set_ylabel("development-set score")
-    ax.set_title("Testbed SFT agent (seed 0) against its floors, per recipe attempt")
+    ax.set_title("Testbed SFT agent against its floors, per recipe attempt (and seed)")
     ax.legend(fontsize=7, ncol=3, loc="upper right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
