@@ -3,6 +3,8 @@
 # Every step resumes where it stopped (the recipe's stages, the trainer's checkpoints, the evals' finished ids),
 # so the script can be started again after a crash. Two jobs at a time, one thread each (2 cores).
 set -euo pipefail
+cd "$(dirname "$0")/../../.."
+source recipes/testbed/studies/common.sh
 
 OUT=runs/testbed
 SFT_SEEDS="0 1 2"    # the gates' SFT seeds; the study starts from SFT seed 0
@@ -10,11 +12,6 @@ RL_SEEDS="0 1 2 3 4 5 6 7 8 9"
 STUDY_SEED=5399
 STUDY_VIDEOS=168     # 12 questions each
 BLIND_VIDEOS=42
-
-cd "$(dirname "$0")/../../.."
-export OMP_NUM_THREADS=1
-PIDS=()
-wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # 1. the shared sets (training 5301, glyph pool 5302, development 5303), then each SFT seed's agent
 python -m recipes.testbed --out $OUT/sft_s0 --stages data

@@ -3,14 +3,11 @@
 # docs/experiments/testbed-attempt-5.md (attempt 4 without its start rule).
 # Each stage resumes where it stopped. Two jobs at a time, one thread each.
 set -euo pipefail
+cd "$(dirname "$0")/../../.."
+source recipes/testbed/studies/common.sh
 
 OUT=runs/testbed/attempt5
 DATA=runs/testbed/data
-
-cd "$(dirname "$0")/../../.."
-export OMP_NUM_THREADS=1
-PIDS=()
-wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # SFT seeds 0 and 1 from attempt 3's synthesis, tokenizer and glyph stage (copied, not rebuilt)
 for SEED in 0 1; do

@@ -3,14 +3,11 @@
 # Forced looks of 1, 2, 4 and 8 frames inside the cued field, on a fresh set (seed 5304). Resumable: the probe
 # appends its rows as they finish and skips those already written. Two jobs at a time, one thread each.
 set -euo pipefail
+cd "$(dirname "$0")/../../.."
+source recipes/testbed/studies/common.sh
 
 OUT=runs/testbed
 SET=$OUT/data/probe5304
-
-cd "$(dirname "$0")/../../.."
-export OMP_NUM_THREADS=1
-PIDS=()
-wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # the fresh set (48 videos, 192 cue_digit questions) and its blanked copy
 python -m recipes.testbed.digit_probe --make-set 5304 --videos 48 --set $SET --out $OUT/digit_probe/attempt3 --summary

@@ -3,14 +3,11 @@
 # Needs the digit probe's rows of attempt 3 (recipes/testbed/studies/testbed-digit-reading.sh). Resumable: the
 # trainer restarts from its newest checkpoint and the probe skips the rows it has. Two jobs, one thread each.
 set -euo pipefail
+cd "$(dirname "$0")/../../.."
+source recipes/testbed/studies/common.sh
 
 OUT=runs/testbed
 SET=$OUT/data/probe5304
-
-cd "$(dirname "$0")/../../.."
-export OMP_NUM_THREADS=1
-PIDS=()
-wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }  # a failed job stops the script
 
 # two training seeds (the order of the drawn looks), from attempt 3's SFT seed 0, on looks of the glyph pool
 for SEED in 0 1; do
