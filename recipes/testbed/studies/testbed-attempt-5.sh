@@ -35,3 +35,6 @@ wait_all
 python -m recipes.testbed.calibration --eval attempt3=runs/testbed/sft_s0/eval/dev \
     --eval attempt5_s0=$OUT/sft_s0/eval/dev --eval attempt5_s1=$OUT/sft_s1/eval/dev \
     --figure docs/figures/testbed_attempt5_calibration.png
+python -m recipes.testbed.digit_probe --set $DATA/probe5304 --out runs/testbed/digit_probe/attempt5_s0 --summary \
+    --label "attempt 5, seed 0" --with "attempt 5, seed 1=runs/testbed/digit_probe/attempt5_s1" \
+    "attempt 3=runs/testbed/digit_probe/attempt3" --figure docs/figures/testbed_attempt5_digits.png

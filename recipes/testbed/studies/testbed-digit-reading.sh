@@ -19,5 +19,6 @@ python -m recipes.testbed.digit_probe --set $SET --model $OUT/attempt2/sft_s0/ag
     --out $OUT/digit_probe/attempt2 --conditions episode &
     PIDS+=($!)
 wait_all
-python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt3 --summary
+python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt3 --summary --label "attempt 3" \
+    --with "attempt 2=$OUT/digit_probe/attempt2" --figure docs/figures/testbed_digit_reading.png
 python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/attempt2 --summary

@@ -28,3 +28,6 @@ for SEED in 0 1; do
         --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --out $OUT/time_copy/s$SEED --summary
     python -m recipes.testbed.digit_probe --set $SET --out $OUT/digit_probe/time_copy_s$SEED --summary
 done
+python -m recipes.testbed.time_copy --model $OUT/sft_s0/agent --pool $OUT/data/pool --out $OUT/time_copy/s0 \
+    --probe-rows $OUT/digit_probe/attempt3/rows.jsonl --summary --label "seed 0" --with "seed 1=$OUT/time_copy/s1" \
+    --figure docs/figures/testbed_time_copy.png
