@@ -23,7 +23,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from envs.prompts import is_turn_notice
 from omniagent.backends.synth_compact import describe_compact, parse_compact
 from omniagent.backends.synth_world import Percept, SynthWorld, WorldError
 from recipes.tiny_agent.frame_captions import (
@@ -36,6 +35,7 @@ from recipes.tiny_agent.frame_captions import (
     percept_chats,
     teacher_observation,
     two_turn_chat,
+    without_turn_notice,
 )
 from rl.sft.step import collate
 
@@ -92,8 +92,7 @@ def audio_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dict[
         ):
             continue
         seen.add((media, spans[0]))
-        prompt = [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
-        chats.append(two_turn_chat(prompt, observation))
+        chats.append(two_turn_chat(without_turn_notice(parts), observation))
     return chats
 
 

@@ -14,6 +14,7 @@ from envs.jsonl import append_jsonl, read_jsonl
 from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import SynthWorld
 from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
+from recipes.tiny_agent.frame_captions import frame_prompt, greedy_caption, without_turn_notice
 
 CAPTION_TOKENS = 64
 
@@ -33,28 +34,15 @@ def teacher_context(env: Any, teacher: Any, task: Any) -> tuple[str, dict[str, A
 
 def served_percept(obs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The last percept's parts as served, without the turn notice."""
-    from envs.prompts import is_turn_notice
-
-    parts = obs[-1]["content"]
-    return [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
+    return without_turn_notice(obs[-1]["content"])
 
 
 def caption(agent: Any, parts: list[dict[str, Any]]) -> str:
     """The agent's greedy caption of a look (one frame: the single-frame caption prompt)."""
-    import torch
-
-    from omniagent.backends.convert import build_model_inputs
-    from recipes.tiny_agent.frame_captions import frame_prompt
-
     images = [p for p in parts if p.get("type") == "image"]
     if len(images) == 1:
         parts = frame_prompt(float(images[0]["timestamp"]), images[0])
-    batch, _ = build_model_inputs(
-        [{"role": "user", "content": parts}], agent.processor, add_generation_prompt=True
-    )
-    with torch.no_grad():
-        out = agent.model.generate(**batch, max_new_tokens=CAPTION_TOKENS, do_sample=False)
-    return agent.processor.tokenizer.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+    return greedy_caption(agent.model, agent.processor, parts, CAPTION_TOKENS)
 
 
 def observation_of(text: str) -> str:

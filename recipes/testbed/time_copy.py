@@ -31,7 +31,8 @@ from omniagent.backends.synth_world import Percept, SynthWorld
 from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
 from recipes.testbed.digit_probe import copied_times
 from recipes.testbed.digit_probe_run import caption, served_percept
-from recipes.tiny_agent.frame_captions import two_turn_chat
+from recipes.tiny_agent.frame_captions import WorldCache, two_turn_chat
+from rl.checkpoint import TRAINING_STATE, save_checkpoint
 
 STEPS = 3000
 BATCH = 4  # looks per step
@@ -41,7 +42,6 @@ FORCED_SHARE = 0.5  # share of the looks forced around a field's digit
 EVAL_AT = (500, 1000, 2000, 3000)
 EVAL_SIZES = (4, 8)
 SAVE_EVERY = 500
-AGENT_FILES = ("chat_template.jinja", "processor_config.json", "tokenizer.json", "tokenizer_config.json")
 
 
 def served(env: Any, task: Any, look: dict[str, Any]) -> list[dict[str, Any]]:
@@ -56,18 +56,15 @@ class PoolLooks:
     field)."""
 
     def __init__(self, pool: Path, env: Any) -> None:  # noqa: D107
-        self.items, self.env, self.worlds = cue_digit_items(pool / "tasks.jsonl"), env, {}
+        self.items, self.env, self.worlds = cue_digit_items(pool / "tasks.jsonl"), env, WorldCache()
         if not self.items:
             raise SystemExit(f"time_copy: {pool} holds no search-level questions")
 
-    def world(self, media: str) -> SynthWorld:
-        if media not in self.worlds:
-            self.worlds[media] = SynthWorld.for_media(media)
-        return self.worlds[media]
-
     def chat(self, rng: np.random.Generator) -> list[dict[str, Any]]:
         item = self.items[int(rng.integers(len(self.items)))]
-        world, n = self.world(item["task"].media), int(rng.integers(2, 9))
+        world, n = self.worlds(item["task"].media), int(rng.integers(2, 9))
+        if world is None:
+            raise SystemExit(f"time_copy: {item['task'].media} has no synthetic-world sidecar")
         look = forced_look(world, item["field"], n, rng) if rng.random() < FORCED_SHARE else None
         if look is None:
             a, b = sorted(int(x) for x in rng.choice(int(world.duration) + 1, size=2, replace=False))
@@ -157,20 +154,6 @@ def figure(curves: dict[str, dict[str, Any]], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def save(model: Any, opt: Any, source: Path, folder: Path, step: int) -> None:
-    import torch
-
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    for name in AGENT_FILES:
-        if (source / name).exists():
-            shutil.copy(source / name, tmp / name)
-    torch.save({"optimizer": opt.state_dict(), "step": step}, tmp / "trainer_state.pt")
-    shutil.rmtree(folder, ignore_errors=True)
-    tmp.rename(folder)
-
-
 def latest(out: Path) -> tuple[Path | None, int]:
     done = sorted((int(p.name.removeprefix("step")), p) for p in out.glob("step[0-9]*") if p.is_dir())
     return (done[-1][1], done[-1][0]) if done else (None, 0)
@@ -201,7 +184,7 @@ def train(args: argparse.Namespace) -> None:
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=LR)
     if resume is not None:
-        opt.load_state_dict(torch.load(resume / "trainer_state.pt")["optimizer"])
+        opt.load_state_dict(torch.load(resume / TRAINING_STATE)["optimizer"])
     pool = PoolLooks(args.pool, env)
     looks = probe_looks(args.probe_set, args.probe_rows, env) if args.probe_set and args.probe_rows else []
     evaluated = {int(r["step"]) for r in read_jsonl(args.out / "curve.jsonl", missing_ok=True)}
@@ -219,7 +202,8 @@ def train(args: argparse.Namespace) -> None:
             for row in evaluate(model, processor, looks, step + 1):
                 append_jsonl(args.out / "curve.jsonl", row)
         if (step + 1) % SAVE_EVERY == 0 or step + 1 == steps:
-            save(model, opt, args.model, args.out / f"step{step + 1}", step + 1)
+            state = {"optimizer": opt.state_dict(), "step": step + 1}
+            save_checkpoint(model, processor, args.out / f"step{step + 1}", training_state=state)
     final = args.out / f"step{steps}"
     shutil.copytree(final, args.out / "final", dirs_exist_ok=True)
     env.close()

@@ -86,8 +86,7 @@ def percept_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
         if observation is None:
             continue
         seen.add((media, times))
-        prompt = [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
-        chats.append(two_turn_chat(prompt, observation))
+        chats.append(two_turn_chat(without_turn_notice(parts), observation))
     return chats
 
 
@@ -124,6 +123,25 @@ def caption_chats(rows: list[tuple[str, list[dict[str, Any]]]]) -> list[list[dic
 
 
 VISUAL_EVENTS = ("shape", "digit", "word", "flash")
+
+
+def without_turn_notice(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A served percept's content parts without the environment's turn notice (what a caption prompt shows)."""
+    return [p for p in parts if not (p.get("type") == "text" and is_turn_notice(p.get("text", "")))]
+
+
+def greedy_caption(model: Any, processor: Any, prompt: list[dict[str, Any]], max_new_tokens: int) -> str:
+    """The model's greedy reply to one user turn of ``prompt`` (content parts): a caption."""
+    import torch
+
+    from omniagent.backends.convert import build_model_inputs
+
+    batch, _ = build_model_inputs(
+        [{"role": "user", "content": prompt}], processor, add_generation_prompt=True
+    )
+    with torch.no_grad():
+        out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False)
+    return processor.tokenizer.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def frame_prompt(label: float, image_part: dict[str, Any]) -> list[dict[str, Any]]:

@@ -76,23 +76,15 @@ def read_accuracy(
     model: Any, processor: Any, frames: list[tuple[float, np.ndarray, list[Item]]]
 ) -> dict[str, Any]:
     """Greedy single-frame captions of ``frames`` (the caption prompt: frame label, then the image)."""
-    import torch
-
-    from omniagent.backends.convert import build_model_inputs
     from omniagent.eval.intervals import bootstrap_ci
-    from recipes.tiny_agent.frame_captions import frame_prompt
+    from recipes.tiny_agent.frame_captions import frame_prompt, greedy_caption
 
     hits: dict[str, list[int]] = {}
     width_errors: list[float] = []
     model.eval()
     for label, image, truth in frames:
         prompt = frame_prompt(label, {"type": "image", "image": image, "timestamp": label})
-        batch, _ = build_model_inputs(
-            [{"role": "user", "content": prompt}], processor, add_generation_prompt=True
-        )
-        with torch.no_grad():
-            out = model.generate(**batch, max_new_tokens=48, do_sample=False)
-        text = processor.tokenizer.decode(out[0, batch["input_ids"].shape[1] :], skip_special_tokens=True)
+        text = greedy_caption(model, processor, prompt, max_new_tokens=48)
         score_caption(text, truth, hits, width_errors)
     res: dict[str, Any] = {k: round(float(np.mean(v)), 3) for k, v in sorted(hits.items())}
     res["frames"] = {k: len(v) for k, v in sorted(hits.items())}
