@@ -1,0 +1,220 @@
+"""Where the testbed episode loses the answer: the teacher plays the first k turns, the agent the rest.
+
+For each question of a search-level set the search teacher (compact language) plays a whole episode of n turns;
+questions it answers wrongly are left out and counted. For every handover point k = 0 .. n - 1 the teacher's first
+k turns are replayed through the environment and the agent (greedy, constrained, the recipe's caps, K = 5 from the
+episode's start) plays the rest; the row's outcome is the environment's reward. k = 0 is the agent's own episode;
+k = n - 1 ("last") leaves it only the final turn. The first turn the agent writes is compared with the teacher's
+turn k + 1 in the same context (Observation, Thought, action type, and the answer's letter on the final turn).
+Conditions: ``media`` and ``blind`` (every percept from the set's blanked copy). The plan and the result are on
+docs/experiments/testbed-handover.md.
+
+Rows are appended to ``OUT/rows.jsonl`` as they finish, so a stopped run resumes; ``--summary`` reads them back.
+
+    python -m recipes.testbed.handover --model runs/testbed/attempt5/sft_s0/agent \\
+        --set runs/testbed/data/handover5305 --out runs/testbed/handover/attempt5_s0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.jsonl import read_jsonl, write_atomic
+from recipes.testbed.digit_probe import video_interval
+from recipes.testbed.handover_run import CONDITIONS
+
+POINTS = ("k=0", "k=1", "k=2", "k=3", "last")
+PRIMARY_CONDITION = "media"
+
+
+def points_of(row: dict[str, Any]) -> list[str]:
+    """The handover labels a row counts under: its k, and "last" when the agent wrote only the final turn."""
+    return [f"k={row['k']}"] + (["last"] if row["last"] else [])
+
+
+def paired(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Outcome of rows ``a`` minus rows ``b``, paired by question id, by-video interval."""
+    return video_interval({i: (a[i]["media"], a[i]["reward"] - b[i]["reward"]) for i in a if i in b})
+
+
+def agreement_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per teacher turn (``turn 1`` .. and ``final``): the agent's first turn identical to the teacher's in its
+    Observation; in its Thought among those whose Observation is; in its action type among those whose
+    Observation and Thought are; the answer's letter on the final turn. Finer: the Thought's leading clause (cue
+    and span) identical; the agent's and the teacher's looks that meet the evidence, among their looks."""
+    keys = ("turns", "obs", "thought", "type", "letter", "span", "looks", "hits", "t_looks", "t_hits")
+    out: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for key in (f"turn {row['k'] + 1}",) + (("final",) if row["last"] else ()):
+            acc = out.setdefault(key, dict.fromkeys(keys, 0))
+            acc["turns"] += 1
+            acc["obs"] += row["obs_same"]
+            acc["thought"] += row["obs_same"] * row["thought_same"]
+            acc["type"] += row["obs_same"] * row["thought_same"] * row["type_same"]
+            acc["letter"] += row.get("letter", 0)
+            acc["span"] += row["span_same"]
+            for who, hit in (("", row["look_hits"]), ("t_", row["teacher_look_hits"])):
+                acc[f"{who}looks"] += hit is not None
+                acc[f"{who}hits"] += hit or 0
+
+    def rate(a: int, b: int) -> float | None:
+        return round(a / b, 3) if b else None
+
+    return {
+        key: {
+            "turns": a["turns"],
+            "obs": rate(a["obs"], a["turns"]),
+            "thought | obs": rate(a["thought"], a["obs"]),
+            "type | obs, thought": rate(a["type"], a["thought"]),
+            "span": rate(a["span"], a["turns"]),
+            "look hits": rate(a["hits"], a["looks"]),
+            "teacher look hits": rate(a["t_hits"], a["t_looks"]),
+            **({"letter": rate(a["letter"], a["turns"])} if key == "final" else {}),
+        }  # fmt: skip
+        for key, a in sorted(out.items())
+    }
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Outcomes by condition and handover point with by-video intervals; the primary (media: "last" minus k = 0,
+    paired by question); "last" media minus blind; outcomes by template at k = 0 and "last"; the agreement rates."""
+    out: dict[str, Any] = {"left_out": {}, "outcome": {}, "by_template": {}, "agreement": {}}
+    for row in rows:
+        if row.get("left_out"):
+            out["left_out"][row["left_out"]] = out["left_out"].get(row["left_out"], 0) + 1
+    scored = [r for r in rows if "reward" in r]
+    at: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in scored:
+        for point in points_of(row):
+            at.setdefault((row["condition"], point), {})[row["id"]] = row
+    for cond in CONDITIONS:
+        for point in POINTS:
+            if (cond, point) in at:
+                sub = at[cond, point]
+                out["outcome"][f"{cond} {point}"] = video_interval(
+                    {i: (r["media"], r["reward"]) for i, r in sub.items()}
+                )
+                for template in sorted({r["template"] for r in sub.values()}):
+                    if point in ("k=0", "last"):
+                        vals = {
+                            i: (r["media"], r["reward"]) for i, r in sub.items() if r["template"] == template
+                        }
+                        out["by_template"][f"{cond} {point} {template}"] = video_interval(vals)
+        out["agreement"][cond] = agreement_rates([r for r in scored if r["condition"] == cond])
+    media_last, media_own = at.get((PRIMARY_CONDITION, "last"), {}), at.get((PRIMARY_CONDITION, "k=0"), {})
+    out["primary"] = {
+        "name": "media: last minus k=0 (the agent's own episode)",
+        **paired(media_last, media_own),
+    }
+    out["last media - blind"] = paired(media_last, at.get(("blind", "last"), {}))
+    return out
+
+
+def fmt(m: dict[str, Any]) -> str:
+    return f"{m['mean']:+.3f} [{m['lo']:+.3f}, {m['hi']:+.3f}] ({m['n']} questions, {m['videos']} videos)"
+
+
+def table(res: dict[str, Any]) -> str:
+    """The summary as markdown: outcomes by handover point, the agreement by teacher turn, the paired rows."""
+    lines = ["| condition | handover | questions | outcome [95% CI] |", "| --- " * 4 + "|"]
+    for key, m in res["outcome"].items():
+        cond, point = key.split(" ", 1)
+        lines.append(f"| {cond} | {point} | {m['n']} | {m['mean']:.3f} [{m['lo']:.3f}, {m['hi']:.3f}] |")
+    lines += ["", "| condition | teacher turn | turns | Observation | Thought given Obs. | type given both | letter "
+              "| span | look hits (teacher's) |", "| --- " * 9 + "|"]  # fmt: skip
+    for cond, by_turn in res["agreement"].items():
+        for key, a in by_turn.items():
+            lines.append(f"| {cond} | {key} | {a['turns']} | {a['obs']} | {a['thought | obs']} | "
+                         f"{a['type | obs, thought']} | {a.get('letter', '')} | {a['span']} | "
+                         f"{a['look hits']} ({a['teacher look hits']}) |")  # fmt: skip
+    lines += ["", "| by template | outcome |", "| --- | --- |"]
+    lines += [f"| {k} | {m['mean']:.3f} ({m['n']}) |" for k, m in res["by_template"].items()]
+    for name in ("primary", "last media - blind"):
+        if res[name].get("n"):
+            lines.append(f"\n{res[name].get('name', name)}: {fmt(res[name])}")
+    lines.append(f"left out: {res['left_out'] or 'none'}")
+    return "\n".join(lines)
+
+
+def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
+    """Outcome by handover point: each run's media (solid) and blind (dashed) condition."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for c, (label, res) in enumerate(runs.items()):
+        for cond, style in zip(CONDITIONS, ("-", "--"), strict=True):
+            keys = [p for p in POINTS if f"{cond} {p}" in res["outcome"]]
+            xs = [POINTS.index(p) + 0.06 * c for p in keys]
+            ms = [res["outcome"][f"{cond} {p}"] for p in keys]
+            ax.errorbar(xs, [m["mean"] for m in ms], yerr=[[m["mean"] - m["lo"] for m in ms],
+                        [m["hi"] - m["mean"] for m in ms]], marker="o", ls=style, color=f"C{c}", capsize=3,
+                        label=f"{label}, {cond}")  # fmt: skip
+    ax.axhline(0.25, color="grey", lw=0.8, ls=":", label="any constant answer")
+    ax.set(xticks=range(len(POINTS)), xticklabels=["own (k=0)", "k=1", "k=2", "k=3", "last"], ylim=(-0.02, 1.02),
+           xlabel="teacher turns given before the agent takes over", ylabel="answered right",
+           title="Teacher-correct questions, handed over after k turns")  # fmt: skip
+    ax.legend(fontsize=6.5, loc="upper left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.handover", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--model", type=Path, help="the agent's checkpoint folder")
+    p.add_argument(
+        "--set", type=Path, required=True, help="a search-level tasks folder (its blanked copy beside it)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder of rows.jsonl and summary.json")
+    p.add_argument("--make-set", type=int, metavar="SEED", help="first make the set (and its blanked copy)")
+    p.add_argument("--videos", type=int, default=32, help="videos of a made set (12 questions each)")
+    p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
+    p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
+    p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
+    p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
+    p.add_argument("--figure", type=Path, help="plot the outcomes here (with the runs of --with)")
+    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
+                   help="other probe folders that join the figure")  # fmt: skip
+    p.add_argument("--label", default="agent", help="this run's label in the figure")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.make_set is not None:
+        from recipes.testbed.options import parse_args as recipe_args
+        from recipes.testbed.recipe import make_set
+        from recipes.tiny_agent.sets import blank_media
+
+        tasks = make_set(args.set, args.make_set, args.videos, recipe_args([]), "test")
+        blank_media(tasks, args.set.parent / f"{args.set.name}_blind")
+    if not args.summary:
+        if args.model is None:
+            raise SystemExit("handover: --model is required unless --summary")
+        from recipes.testbed.handover_run import run_probe
+
+        args.out.mkdir(parents=True, exist_ok=True)
+        run_probe(args)
+    res = summary(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
+    write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
+    print(table(res))
+    if args.figure is not None:
+        runs = {args.label: res}
+        for spec in args.others:
+            label, _, folder = spec.partition("=")
+            runs[label] = summary(list(read_jsonl(Path(folder) / "rows.jsonl")))
+        figure(runs, args.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""The testbed's handover probe (recipes/testbed/handover.py): the teacher's turns replayed as the agent's context,
+the agent's turn scored against the teacher's, the paired summary, and a resumable run on a tiny random agent."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs.jsonl import read_jsonl
+from omniagent.policy_base import TurnOutput
+from recipes.testbed.handover import summary, table
+from recipes.testbed.handover_run import agreement, lead, overlaps, play
+
+
+@pytest.fixture(scope="module")
+def search_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from envs.synth import generate_benchmark
+    from recipes.tiny_agent.sets import blank_media
+
+    out = tmp_path_factory.mktemp("handover") / "set"
+    generate_benchmark(out, seed=12, n_videos=1, durations=[60.0], config={"level": "search"}, split="test")
+    blank_media(out / "tasks.jsonl", out.parent / "set_blind")
+    return out
+
+
+def turn(obs: str, thought: str, action: dict[str, Any]) -> str:
+    return json.dumps({"observation": obs, "thought": thought, "action": action})
+
+
+class Recorder:
+    """A policy that keeps every context it is shown and answers "A"."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def reset(self, info: dict[str, Any]) -> None:
+        self.seen = []
+
+    def act(self, messages: list[dict[str, Any]]) -> TurnOutput:
+        self.seen.append(messages)
+        return TurnOutput(text=turn("x", "y", {"type": "answer", "content": "A"}))
+
+
+def test_the_agent_turn_is_scored_field_by_field_against_the_teachers() -> None:
+    teacher = turn(
+        "0-8 green, 17 yellow", "green 0-17.", {"type": "get_frames", "start": 0, "end": 17, "num": 8}
+    )
+    evidence = [[10.4, 11.8]]
+    assert agreement(teacher, teacher, evidence) == {"parsed": 1, "obs_same": 1, "thought_same": 1, "type_same": 1,
+                                                     "span_same": 1, "look_hits": 1, "teacher_look_hits": 1}  # fmt: skip
+    other = turn(
+        "0-8 green, 17 red", "green 0-17, digit 7 at 12.", {"type": "get_frames", "start": 20, "end": 30}
+    )
+    got = agreement(other, teacher, evidence)
+    assert (got["obs_same"], got["thought_same"], got["span_same"], got["type_same"], got["look_hits"]) == (
+        0,
+        0,
+        1,
+        1,
+        0,
+    )
+    answer = turn("11 green 7", "green 0-17, digit 7 at 11: C.", {"type": "answer", "content": "C"})
+    assert (
+        agreement(answer, answer, evidence)["letter"] == 1
+        and agreement(answer, answer, evidence)["look_hits"] is None
+    )
+    wrong = turn("11 green 7", "green 0-17, digit 7 at 11: B.", {"type": "answer", "content": "B"})
+    assert agreement(wrong, answer, evidence)["letter"] == 0
+    broken = agreement('{"observation": "11 gre', answer, evidence)
+    assert broken["parsed"] == 0 and broken["letter"] == 0 and broken["span_same"] == 0
+    assert lead("yellow 12-36.") == "yellow 12-36" and lead("no 1000 Hz.") == "no 1000 Hz"
+    assert (
+        overlaps({"type": "get_audio", "start": 12, "end": 10.4}, evidence) == 0
+    )  # a swapped span meets nothing
+    assert overlaps({"type": "get_frames", "start": "x", "end": 3}, evidence) == 0
+
+
+def test_replay_shows_the_agent_the_teachers_turns_then_lets_it_finish(search_set: Path) -> None:
+    from envs.env import OmniVideoEnv
+    from envs.limits import EnvLimits
+    from envs.tasks import load_tasks_jsonl
+    from omniagent.policy import make_policy
+
+    limits = EnvLimits(max_turns=5)
+    env = OmniVideoEnv(limits=limits)
+    task = load_tasks_jsonl(search_set / "tasks.jsonl")[0]
+    teacher = make_policy("synth_teacher", seed=0, limits=limits, compact=True)
+    teacher_turns, reward = play(env, teacher, task, task.media, [])
+    assert json.loads(teacher_turns[-1])["action"]["type"] == "answer" and reward in (0.0, 1.0)
+    again, _ = play(env, teacher, task, task.media, [])
+    assert again == teacher_turns  # the teacher's episode is a function of its seed and the question
+    recorder = Recorder()
+    for k in range(len(teacher_turns)):
+        own, got = play(env, recorder, task, task.media, teacher_turns[:k])
+        assert len(own) == 1 and got == float(task.answer == "A")
+        shown = [m["content"] for m in recorder.seen[0] if m["role"] == "assistant"]
+        assert len(shown) == k and all(str(teacher_turns[i]) in str(shown[i]) for i in range(k))
+    with pytest.raises(ValueError, match="ended inside"):
+        play(env, recorder, task, task.media, teacher_turns)
+    env.close()
+
+
+def test_the_summary_pairs_the_last_handover_with_the_agents_own_episode() -> None:
+    rows: list[dict[str, Any]] = [{"id": "q0", "media": "v0", "left_out": "teacher wrong"}]
+    base = {
+        "obs_same": 0,
+        "thought_same": 0,
+        "type_same": 1,
+        "span_same": 0,
+        "look_hits": 1,
+        "teacher_look_hits": 1,
+    }
+    outcomes = {"q1": (0, 1, 1), "q2": (0, 0, 1), "q3": (1, 1, 1)}  # k = 0, 1, 2 (last)
+    for i, rewards in outcomes.items():
+        for k, reward in enumerate(rewards):
+            for cond in ("media", "blind"):
+                rows.append({**base, "id": i, "media": f"v{int(i[1]) % 2}", "template": "cue_digit_mcq",
+                             "condition": cond, "k": k, "n_teacher": 3, "last": int(k == 2),
+                             "reward": float(reward if cond == "media" else 0), "letter": reward})  # fmt: skip
+    res = summary(rows)
+    assert res["left_out"] == {"teacher wrong": 1}
+    assert (
+        res["outcome"]["media k=0"]["mean"] == round(1 / 3, 3) and res["outcome"]["media last"]["mean"] == 1.0
+    )
+    assert res["outcome"]["media k=2"] == res["outcome"]["media last"]
+    assert (
+        res["primary"]["n"] == 3
+        and res["primary"]["videos"] == 2
+        and res["primary"]["mean"] == round(2 / 3, 3)
+    )
+    assert res["last media - blind"]["mean"] == 1.0
+    final = res["agreement"]["media"]["final"]
+    assert (
+        final["turns"] == 3
+        and final["letter"] == 1.0
+        and final["obs"] == 0.0
+        and final["thought | obs"] is None
+    )
+    assert res["by_template"]["media k=0 cue_digit_mcq"]["n"] == 3
+    text = table(res)
+    assert "| media | last | 3 | 1.000" in text and "teacher wrong" in text
+
+
+def test_the_probe_runs_both_conditions_on_a_tiny_agent_and_resumes(search_set: Path, tmp_path: Path) -> None:
+    from omniagent.tiny_model import build_tiny_thinker
+    from recipes.testbed.handover_run import run_probe
+
+    build_tiny_thinker(seed=0, out_dir=tmp_path / "agent")
+    args = argparse.Namespace(model=tmp_path / "agent", set=search_set, out=tmp_path / "out", seed=0,
+                              conditions=["media", "blind"], limit=3)  # fmt: skip
+    run_probe(args)
+    rows = list(read_jsonl(tmp_path / "out" / "rows.jsonl"))
+    played = [r for r in rows if "reward" in r]
+    assert played  # the teacher answers at least one of the three
+    assert {r["id"] for r in rows} == {t["id"] for t in list(read_jsonl(search_set / "tasks.jsonl"))[:3]}
+    for qid in {r["id"] for r in played}:
+        mine = [r for r in played if r["id"] == qid]
+        n = mine[0]["n_teacher"]
+        assert sorted((r["condition"], r["k"]) for r in mine) == sorted(
+            (c, k) for c in args.conditions for k in range(n)
+        )
+        assert [r["last"] for r in mine if r["condition"] == "media"] == [int(k == n - 1) for k in range(n)]
+        assert all(1 <= len(r["turns"]) <= 5 - r["k"] and r["reward"] in (0.0, 1.0) for r in mine)
+    run_probe(args)  # resumed: nothing is played again
+    assert len(list(read_jsonl(tmp_path / "out" / "rows.jsonl"))) == len(rows)
