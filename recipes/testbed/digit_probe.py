@@ -19,15 +19,14 @@ Rows are appended to ``OUT/rows.jsonl`` as they finish, so a stopped run resumes
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from envs.jsonl import read_jsonl, write_atomic
 from omniagent.backends.synth_compact import parse_compact, sec
+from recipes.testbed.probe_cli import add_probe_args, probe_main
 
 LOOK_SIZES = (1, 2, 4, 8)
 CONDITIONS = ("episode", "blind", "caption")
@@ -148,51 +147,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.digit_probe", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--model", type=Path, help="the agent's checkpoint folder")
-    p.add_argument(
-        "--set", type=Path, required=True, help="a search-level tasks folder (its blanked copy beside it)"
-    )
-    p.add_argument("--out", type=Path, required=True, help="folder of rows.jsonl and summary.json")
-    p.add_argument("--make-set", type=int, metavar="SEED", help="first make the set (and its blanked copy)")
-    p.add_argument("--videos", type=int, default=48, help="videos of a made set (4 cue_digit questions each)")
+    add_probe_args(p, 48, "videos of a made set (4 cue_digit questions each)")
     p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--sizes", nargs="+", type=int, default=list(LOOK_SIZES), help="frames per forced look")
     p.add_argument(
         "--seed", type=int, default=0, help="the forced looks' draw and the teacher's strategy seed"
     )
-    p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
-    p.add_argument("--figure", type=Path, help="plot the rates here (with the runs of --with)")
-    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
-                   help="other probe folders whose episode rows join the figure")  # fmt: skip
-    p.add_argument("--label", default="agent", help="this run's label in the figure")
     return p.parse_args(argv)
 
 
+def run(args: argparse.Namespace) -> None:
+    from recipes.testbed.digit_probe_run import run_probe
+
+    run_probe(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.make_set is not None:
-        from recipes.testbed.options import parse_args as recipe_args
-        from recipes.testbed.recipe import make_set
-        from recipes.tiny_agent.sets import blank_media
-
-        tasks = make_set(args.set, args.make_set, args.videos, recipe_args([]), "test")
-        blank_media(tasks, args.set.parent / f"{args.set.name}_blind")
-    if not args.summary:
-        if args.model is None:
-            raise SystemExit("digit_probe: --model is required unless --summary")
-        from recipes.testbed.digit_probe_run import run_probe
-
-        run_probe(args)
-    res = summary(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
-    write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
-    print(table(res))
-    if args.figure is not None:
-        runs = {args.label: res}
-        for spec in args.others:
-            label, _, folder = spec.partition("=")
-            runs[label] = summary(list(read_jsonl(Path(folder) / "rows.jsonl")))
-        figure(runs, args.figure)
-    return 0
+    return probe_main(parse_args(argv), run, summary, table, figure)
 
 
 if __name__ == "__main__":

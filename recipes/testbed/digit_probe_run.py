@@ -14,6 +14,7 @@ from envs.jsonl import append_jsonl, read_jsonl
 from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import SynthWorld
 from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
+from recipes.testbed.probe_cli import blind_media, probe_players
 from recipes.tiny_agent.frame_captions import frame_prompt, greedy_caption, without_turn_notice
 
 CAPTION_TOKENS = 64
@@ -64,32 +65,8 @@ def agent_turn(
     return observation_of(agent.act(obs).text), served_percept(obs)
 
 
-def blind_media(set_dir: Path) -> dict[str, str]:
-    blind = set_dir.parent / f"{set_dir.name}_blind" / "tasks.jsonl"
-    return {str(r["id"]): str(r["media"]) for r in read_jsonl(blind)}
-
-
 def run_probe(args: argparse.Namespace) -> None:
-    import torch
-
-    from envs.env import OmniVideoEnv
-    from envs.limits import EnvLimits
-    from omniagent.policy import make_policy
-    from recipes.testbed.options import limit_overrides
-    from recipes.testbed.options import parse_args as recipe_args
-
-    torch.set_num_threads(1)
-    recipe = recipe_args([])
-    limits = EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns)
-    env = OmniVideoEnv(limits=limits)
-    teacher = make_policy("synth_teacher", seed=args.seed, limits=limits, compact=True)
-    agent = make_policy(
-        "transformers",
-        model=str(args.model),
-        max_new_tokens=recipe.max_new_tokens,
-        device="cpu",
-        constrained=True,
-    )
+    env, teacher, agent = probe_players(args.model, args.seed)
     rows_file = args.out / "rows.jsonl"
     done = {(r["id"], r.get("condition"), r.get("n")) for r in read_jsonl(rows_file, missing_ok=True)}
     blind = blind_media(args.set) if "blind" in args.conditions else {}

@@ -18,14 +18,13 @@ Rows are appended to ``OUT/rows.jsonl`` as they finish, so a stopped run resumes
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.jsonl import read_jsonl, write_atomic
 from recipes.testbed.digit_probe import video_interval
 from recipes.testbed.handover_run import CONDITIONS
+from recipes.testbed.probe_cli import add_probe_args, probe_main
 
 POINTS = ("k=0", "k=1", "k=2", "k=3", "last")
 PRIMARY_CONDITION = "media"
@@ -170,50 +169,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.handover", description=__doc__.split("\n\n")[0]
     )
-    p.add_argument("--model", type=Path, help="the agent's checkpoint folder")
-    p.add_argument(
-        "--set", type=Path, required=True, help="a search-level tasks folder (its blanked copy beside it)"
-    )
-    p.add_argument("--out", type=Path, required=True, help="folder of rows.jsonl and summary.json")
-    p.add_argument("--make-set", type=int, metavar="SEED", help="first make the set (and its blanked copy)")
-    p.add_argument("--videos", type=int, default=32, help="videos of a made set (12 questions each)")
+    add_probe_args(p, 32, "videos of a made set (12 questions each)")
     p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
-    p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
-    p.add_argument("--figure", type=Path, help="plot the outcomes here (with the runs of --with)")
-    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
-                   help="other probe folders that join the figure")  # fmt: skip
-    p.add_argument("--label", default="agent", help="this run's label in the figure")
     return p.parse_args(argv)
 
 
+def run(args: argparse.Namespace) -> None:
+    from recipes.testbed.handover_run import run_probe
+
+    run_probe(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    if args.make_set is not None:
-        from recipes.testbed.options import parse_args as recipe_args
-        from recipes.testbed.recipe import make_set
-        from recipes.tiny_agent.sets import blank_media
-
-        tasks = make_set(args.set, args.make_set, args.videos, recipe_args([]), "test")
-        blank_media(tasks, args.set.parent / f"{args.set.name}_blind")
-    if not args.summary:
-        if args.model is None:
-            raise SystemExit("handover: --model is required unless --summary")
-        from recipes.testbed.handover_run import run_probe
-
-        args.out.mkdir(parents=True, exist_ok=True)
-        run_probe(args)
-    res = summary(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
-    write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
-    print(table(res))
-    if args.figure is not None:
-        runs = {args.label: res}
-        for spec in args.others:
-            label, _, folder = spec.partition("=")
-            runs[label] = summary(list(read_jsonl(Path(folder) / "rows.jsonl")))
-        figure(runs, args.figure)
-    return 0
+    return probe_main(parse_args(argv), run, summary, table, figure)
 
 
 if __name__ == "__main__":

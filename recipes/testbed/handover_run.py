@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import append_jsonl, read_jsonl
+from recipes.testbed.probe_cli import blind_media, probe_players
 
 CONDITIONS = ("media", "blind")
 
@@ -82,11 +83,6 @@ def agreement(agent_text: str, teacher_text: str, evidence: list[list[float]]) -
     return out
 
 
-def blind_media(set_dir: Path) -> dict[str, str]:
-    blind = set_dir.parent / f"{set_dir.name}_blind" / "tasks.jsonl"
-    return {str(r["id"]): str(r["media"]) for r in read_jsonl(blind)}
-
-
 def question_rows(
     env: Any,
     agent: Any,
@@ -111,30 +107,12 @@ def question_rows(
 
 
 def run_probe(args: argparse.Namespace) -> None:
-    import torch
-
-    from envs.env import OmniVideoEnv
-    from envs.limits import EnvLimits
-    from envs.tasks import load_tasks_jsonl
-    from omniagent.policy import make_policy
-    from recipes.testbed.options import limit_overrides
-    from recipes.testbed.options import parse_args as recipe_args
-
-    torch.set_num_threads(1)
-    recipe = recipe_args([])
-    limits = EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns)
-    env = OmniVideoEnv(limits=limits)
-    teacher = make_policy("synth_teacher", seed=args.seed, limits=limits, compact=True)
-    agent = make_policy(
-        "transformers",
-        model=str(args.model),
-        max_new_tokens=recipe.max_new_tokens,
-        device="cpu",
-        constrained=True,
-    )
+    env, teacher, agent = probe_players(args.model, args.seed)
     rows_file = args.out / "rows.jsonl"
     done = {(r["id"], r.get("condition"), r.get("k")) for r in read_jsonl(rows_file, missing_ok=True)}
     blind = blind_media(args.set) if "blind" in args.conditions else {}
+    from envs.tasks import load_tasks_jsonl
+
     tasks = load_tasks_jsonl(args.set / "tasks.jsonl")
     for task in tasks[: args.limit] if args.limit else tasks:
         if (task.id, None, None) in done:

@@ -167,3 +167,25 @@ def test_the_probe_runs_both_conditions_on_a_tiny_agent_and_resumes(search_set: 
         assert all(1 <= len(r["turns"]) <= 5 - r["k"] and r["reward"] in (0.0, 1.0) for r in mine)
     run_probe(args)  # resumed: nothing is played again
     assert len(list(read_jsonl(tmp_path / "out" / "rows.jsonl"))) == len(rows)
+    from recipes.testbed.handover import main
+
+    figure = tmp_path / "handover.png"
+    out = str(tmp_path / "out")
+    assert (
+        main(
+            [
+                "--set",
+                str(search_set),
+                "--out",
+                out,
+                "--summary",
+                "--with",
+                f"again={out}",
+                "--figure",
+                str(figure),
+            ]
+        )
+        == 0
+    )
+    res = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert res == summary(rows) and figure.stat().st_size > 0

@@ -1,0 +1,95 @@
+"""What the testbed's probes share (:mod:`recipes.testbed.digit_probe`, :mod:`recipes.testbed.handover`): their
+fresh set and its blanked copy, the environment, teacher and agent they play with, and the command line around
+their rows (run, then summarise ``OUT/rows.jsonl`` into ``OUT/summary.json``, a table and a figure)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from envs.jsonl import read_jsonl, write_atomic
+
+
+def make_probe_set(set_dir: Path, seed: int, videos: int) -> None:
+    """A search-level test set of ``videos`` videos in ``set_dir`` and its blanked copy beside it."""
+    from recipes.testbed.options import parse_args as recipe_args
+    from recipes.testbed.recipe import make_set
+    from recipes.tiny_agent.sets import blank_media
+
+    tasks = make_set(set_dir, seed, videos, recipe_args([]), "test")
+    blank_media(tasks, set_dir.parent / f"{set_dir.name}_blind")
+
+
+def blind_media(set_dir: Path) -> dict[str, str]:
+    """Question id -> the blanked copy of its media file."""
+    blind = set_dir.parent / f"{set_dir.name}_blind" / "tasks.jsonl"
+    return {str(r["id"]): str(r["media"]) for r in read_jsonl(blind)}
+
+
+def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
+    """The environment (the recipe's caps and turn budget), the search teacher (compact language, strategy seed
+    ``seed``) and the agent (greedy, constrained, the recipe's turn limit), one CPU thread."""
+    import torch
+
+    from envs.env import OmniVideoEnv
+    from envs.limits import EnvLimits
+    from omniagent.policy import make_policy
+    from recipes.testbed.options import limit_overrides
+    from recipes.testbed.options import parse_args as recipe_args
+
+    torch.set_num_threads(1)
+    recipe = recipe_args([])
+    limits = EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns)
+    env = OmniVideoEnv(limits=limits)
+    teacher = make_policy("synth_teacher", seed=seed, limits=limits, compact=True)
+    agent = make_policy(
+        "transformers", model=str(model), max_new_tokens=recipe.max_new_tokens, device="cpu", constrained=True
+    )
+    return env, teacher, agent
+
+
+def add_probe_args(p: argparse.ArgumentParser, videos: int, videos_help: str) -> None:
+    """The options every probe takes."""
+    p.add_argument("--model", type=Path, help="the agent's checkpoint folder")
+    p.add_argument(
+        "--set", type=Path, required=True, help="a search-level tasks folder (its blanked copy beside it)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="folder of rows.jsonl and summary.json")
+    p.add_argument("--make-set", type=int, metavar="SEED", help="first make the set (and its blanked copy)")
+    p.add_argument("--videos", type=int, default=videos, help=videos_help)
+    p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
+    p.add_argument("--figure", type=Path, help="plot the rates here (with the runs of --with)")
+    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
+                   help="other probe folders that join the figure")  # fmt: skip
+    p.add_argument("--label", default="agent", help="this run's label in the figure")
+
+
+def probe_main(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], None],
+    summarise: Callable[[list[dict[str, Any]]], dict[str, Any]],
+    table: Callable[[dict[str, Any]], str],
+    figure: Callable[[dict[str, dict[str, Any]], Path], None],
+) -> int:
+    """Make the set if asked, play the rows unless ``--summary``, then write and print the summary and draw the
+    figure with the runs of ``--with``."""
+    if args.make_set is not None:
+        make_probe_set(args.set, args.make_set, args.videos)
+    if not args.summary:
+        if args.model is None:
+            raise SystemExit("--model is required unless --summary")
+        args.out.mkdir(parents=True, exist_ok=True)
+        run(args)
+    res = summarise(list(read_jsonl(args.out / "rows.jsonl", missing_ok=True)))
+    write_atomic(args.out / "summary.json", json.dumps(res, indent=2))
+    print(table(res))
+    if args.figure is not None:
+        runs = {args.label: res}
+        for spec in args.others:
+            label, _, folder = spec.partition("=")
+            runs[label] = summarise(list(read_jsonl(Path(folder) / "rows.jsonl")))
+        figure(runs, args.figure)
+    return 0
