@@ -21,7 +21,7 @@ wait_all
 # attempt 3's SFT seed 0; the primary agent's floors on the whole fresh set
 python -m recipes.testbed.handover --set $SET --model $OUT/sft_s0/agent --out $OUT/handover/attempt3_s0 &
     PIDS+=($!)
-python -m recipes.testbed --out $A5/sft_s0 --time-copy-steps 3000 --stages eval --eval-set $SET &
+python -m recipes.testbed --out $A5/sft_s0 --data $OUT/data --time-copy-steps 3000 --stages eval --eval-set $SET &
     PIDS+=($!)
 wait_all
 # the page's tables and figure
