@@ -18,11 +18,13 @@ Rows are appended to ``OUT/rows.jsonl`` as they finish, so a stopped run resumes
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from recipes.testbed.digit_probe import video_interval
+from envs.jsonl import read_jsonl, write_atomic
+from recipes.testbed.digit_probe import N_BOOT, video_interval
 from recipes.testbed.handover_run import CONDITIONS
 from recipes.testbed.probe_cli import add_probe_args, probe_main
 
@@ -113,6 +115,33 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def set_difference(
+    rows: list[dict[str, Any]], other: list[dict[str, Any]], point: str = "k=0", seed: int = 0
+) -> dict[str, Any]:
+    """Media outcome at ``point`` of ``rows`` minus that of ``other`` (another set: unpaired), with a percentile 95%
+    interval from resampling each set's videos independently."""
+    import numpy as np
+
+    def video_sums(sub: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+        by: dict[str, list[float]] = {}
+        for r in sub:
+            if "reward" in r and r["condition"] == PRIMARY_CONDITION and point in points_of(r):
+                by.setdefault(r["media"], []).append(float(r["reward"]))
+        return np.array([sum(v) for v in by.values()]), np.array([len(v) for v in by.values()])
+
+    (sa, ca), (sb, cb) = video_sums(rows), video_sums(other)
+    if not len(ca) or not len(cb):
+        return {"n": 0}
+    rng = np.random.default_rng(seed)
+    pa, pb = rng.integers(len(ca), size=(N_BOOT, len(ca))), rng.integers(len(cb), size=(N_BOOT, len(cb)))
+    boot = sa[pa].sum(1) / ca[pa].sum(1) - sb[pb].sum(1) / cb[pb].sum(1)
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    return {"name": f"media {point}: this set minus the other", "n": int(ca.sum()), "videos": len(ca),
+            "other_n": int(cb.sum()), "other_videos": len(cb),
+            "mean": round(float(sa.sum() / ca.sum() - sb.sum() / cb.sum()), 3), "lo": round(float(lo), 3),
+            "hi": round(float(hi), 3)}  # fmt: skip
+
+
 def fmt(m: dict[str, Any]) -> str:
     return f"{m['mean']:+.3f} [{m['lo']:+.3f}, {m['hi']:+.3f}] ({m['n']} questions, {m['videos']} videos)"
 
@@ -173,6 +202,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
+    p.add_argument("--minus", type=Path, metavar="DIR",
+                   help="another set's probe folder: the own episodes' difference (OUT/difference.json)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -183,7 +214,17 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return probe_main(parse_args(argv), run, summary, table, figure)
+    args = parse_args(argv)
+    probe_main(args, run, summary, table, figure)
+    if args.minus is not None:
+        diff = set_difference(
+            list(read_jsonl(args.out / "rows.jsonl")), list(read_jsonl(args.minus / "rows.jsonl"))
+        )
+        write_atomic(args.out / "difference.json", json.dumps(diff, indent=2))
+        print(
+            f"\n{diff.get('name', 'difference')} ({args.minus}): " + (fmt(diff) if diff["n"] else "no rows")
+        )
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import pytest
 
 from envs.jsonl import read_jsonl
 from omniagent.policy_base import TurnOutput
-from recipes.testbed.handover import summary, table
+from recipes.testbed.handover import set_difference, summary, table
 from recipes.testbed.handover_run import agreement, lead, overlaps, play
 
 
@@ -189,3 +189,29 @@ def test_the_probe_runs_both_conditions_on_a_tiny_agent_and_resumes(search_set: 
     )
     res = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert res == summary(rows) and figure.stat().st_size > 0
+
+
+def test_two_sets_are_compared_by_their_own_episodes_resampling_each_sets_videos() -> None:
+    def rows(rewards: dict[str, list[float]], prefix: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"id": f"{prefix}-x", "media": "v", "left_out": "teacher wrong"}]
+        for video, values in rewards.items():
+            for j, reward in enumerate(values):
+                for k in (0, 1):  # k = 1 is "last": not counted at k = 0
+                    out.append({"id": f"{prefix}-{video}-{j}", "media": video, "condition": "media", "k": k,
+                                "last": k, "reward": 1.0 - reward if k else reward})  # fmt: skip
+        out.append(
+            {**out[1], "condition": "blind", "reward": 1.0 - out[1]["reward"]}
+        )  # blind rows do not count
+        return out
+
+    trained = rows({"a": [1, 1, 1, 0], "b": [1, 1, 0, 0], "c": [1, 1, 1, 1]}, "t")
+    fresh = rows({"d": [0, 0, 1, 0], "e": [0, 1, 0, 0]}, "f")
+    diff = set_difference(trained, fresh)
+    assert diff["mean"] == round(9 / 12 - 2 / 8, 3) and (diff["n"], diff["videos"], diff["other_n"]) == (
+        12,
+        3,
+        8,
+    )
+    assert diff["lo"] <= diff["mean"] <= diff["hi"] and diff["lo"] > 0
+    assert set_difference(trained, fresh, point="last")["mean"] == round(3 / 12 - 6 / 8, 3)
+    assert set_difference(trained, [])["n"] == 0
