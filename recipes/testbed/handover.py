@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import read_jsonl, write_atomic
+from omniagent.backends.synth_compact import parse_compact
 from recipes.testbed.digit_probe import N_BOOT, video_interval
 from recipes.testbed.handover_run import CONDITIONS
 from recipes.testbed.probe_cli import add_probe_args, probe_main
@@ -80,6 +81,46 @@ def agreement_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+ANSWER_KIND = {"cue_digit_mcq": "digit", "cue_pitch_mcq": "tone", "pitch_color_mcq": "background"}
+
+
+def named(text: str, kind: str) -> set[str]:
+    """The values of ``kind`` an Observation names (compact language; none when it does not parse)."""
+    try:
+        claims = parse_compact(text)
+    except ValueError:
+        return set()
+    return {i.value for c in claims for i in c.items if i.kind == kind}
+
+
+def final_reads(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """At handover "last", per condition and template: the agent's final Observation names exactly the values of
+    the answer's kind (digit, tone, background) that the teacher's names; and the letter right when it does and
+    when it does not (added after the plan's first rows: exploratory)."""
+    acc: dict[str, list[int]] = {}
+    for row in rows:
+        if not row["last"] or not row["turns"]:
+            continue
+        kind = ANSWER_KIND.get(row["template"])
+        if kind is None:
+            continue
+        truth = named(json.loads(row["teacher"][row["k"]])["observation"], kind)
+        try:
+            said = json.loads(row["turns"][0])
+            said = str(said.get("observation", "")) if isinstance(said, dict) else ""
+        except ValueError:
+            said = ""
+        read = int(bool(truth) and named(said, kind) == truth)
+        a = acc.setdefault(f"{row['condition']} {row['template']}", [0, 0, 0, 0])
+        a[0] += 1
+        a[1] += read
+        a[2] += read * int(row["reward"])
+        a[3] += (1 - read) * int(row["reward"])
+    return {key: {"turns": n, "read": round(r / n, 3), "right | read": round(rr / r, 3) if r else None,
+                  "right | not read": round(rw / (n - r), 3) if n > r else None}
+            for key, (n, r, rr, rw) in sorted(acc.items())}  # fmt: skip
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Outcomes by condition and handover point with by-video intervals; the primary (media: "last" minus k = 0,
     paired by question); "last" media minus blind; outcomes by template at k = 0 and "last"; the agreement rates."""
@@ -112,6 +153,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         **paired(media_last, media_own),
     }
     out["last media - blind"] = paired(media_last, at.get(("blind", "last"), {}))
+    out["final reads"] = final_reads(scored)
     return out
 
 
@@ -159,6 +201,12 @@ def table(res: dict[str, Any]) -> str:
             lines.append(f"| {cond} | {key} | {a['turns']} | {a['obs']} | {a['thought | obs']} | "
                          f"{a['type | obs, thought']} | {a.get('letter', '')} | {a['span']} | "
                          f"{a['look hits']} ({a['teacher look hits']}) |")  # fmt: skip
+    lines += ["", "| final turn (exploratory) | turns | reads the answer's kind | right if read | right if not |",
+              "| --- " * 5 + "|"]  # fmt: skip
+    for key, f in res.get("final reads", {}).items():
+        lines.append(
+            f"| {key} | {f['turns']} | {f['read']} | {f['right | read']} | {f['right | not read']} |"
+        )
     lines += ["", "| by template | outcome |", "| --- | --- |"]
     lines += [f"| {k} | {m['mean']:.3f} ({m['n']}) |" for k, m in res["by_template"].items()]
     for name in ("primary", "last media - blind"):

@@ -29,10 +29,26 @@ FRAME_TOKENS: tuple[str, ...] = (
 )
 
 
-def build_testbed_agent(out_dir: str | Path, corpus: Sequence[str], seed: int = 0) -> Path:
-    """Build the untrained agent (tokenizer trained on ``corpus`` + :data:`FRAME_TOKENS`) and save a folder."""
+HEAD_DIM = 32  # the text model's head width at every size (128 wide: 4 query heads, 2 key/value heads)
+
+
+def text_size(width: int = 128, layers: int = 4) -> dict[str, int]:
+    """The text model's widths for ``width`` x ``layers``: heads of :data:`HEAD_DIM`, half as many key/value heads,
+    an MLP twice as wide (the tiny agent's proportions; 128 x 4 is its default)."""
+    if width % HEAD_DIM or width < 2 * HEAD_DIM or layers < 1:
+        raise ValueError(f"text model {width} x {layers}: the width must be a multiple of {HEAD_DIM}, at least "
+                         f"{2 * HEAD_DIM}, with at least one layer")  # fmt: skip
+    heads = width // HEAD_DIM
+    return {"hidden_size": width, "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": heads // 2, "intermediate_size": 2 * width}  # fmt: skip
+
+
+def build_testbed_agent(
+    out_dir: str | Path, corpus: Sequence[str], seed: int = 0, width: int = 128, layers: int = 4
+) -> Path:
+    """Build the untrained agent (tokenizer trained on ``corpus`` + :data:`FRAME_TOKENS`, a text model of
+    ``width`` x ``layers``) and save a folder."""
     from recipes.tiny_agent.model import AgentSize, build_agent_thinker
 
-    return build_agent_thinker(
-        out_dir, corpus, seed, AgentSize(vision_hidden_size=64), added_tokens=FRAME_TOKENS
-    )
+    size = AgentSize(vision_hidden_size=64, **text_size(width, layers))
+    return build_agent_thinker(out_dir, corpus, seed, size, added_tokens=FRAME_TOKENS)

@@ -26,6 +26,8 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "1.0,2.0",
         "how long each digit is shown (lo,hi seconds; the level's search_digit_seconds)",
     ),
+    ("--text-width", int, 128, "text model width (heads of 32, MLP twice as wide; recipes/testbed/model.py)"),
+    ("--text-layers", int, 4, "text model layers"),
     ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
     ("--turns", int, 5, "turn budget K of synthesis, RL and eval"),
     ("--token-target", int, 150, "mean tokens per teacher episode the build stage requires (0: no check)"),
@@ -104,4 +106,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.data = (args.data or args.out.parent / "data").resolve()
     args.eval_set = (args.eval_set or args.data / "dev").resolve()
     digit_seconds(args)  # refused now, not when the data stage runs
+    from recipes.testbed.model import text_size
+
+    try:
+        text_size(args.text_width, args.text_layers)
+    except ValueError as exc:
+        p.error(str(exc))
     return args

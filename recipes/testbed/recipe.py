@@ -99,7 +99,9 @@ def build(args: argparse.Namespace) -> None:
 
     parquet = args.out / "sft_data" / "train.parquet"
     if not (args.out / "init" / "config.json").exists():
-        build_testbed_agent(args.out / "init", corpus_texts([parquet]), seed=args.seed)
+        build_testbed_agent(
+            args.out / "init", corpus_texts([parquet]), args.seed, args.text_width, args.text_layers
+        )
     stats = episode_token_stats(args.out / "sft_data" / "kept.jsonl", args.out / "init", args.max_new_tokens)
     write_atomic(args.out / "turn_tokens.json", json.dumps(stats, indent=2))
     print(f"teacher turns: {json.dumps(stats)}", flush=True)

@@ -63,6 +63,29 @@ def test_frame_tokens_cut_a_turn_and_episode_stats_count_them(tmp_path: Path) ->
     assert stats["over_limit"] == 1.0  # each turn is its tokens plus <|im_end|>, one over the limit
 
 
+def test_the_text_model_is_built_at_the_asked_width_and_depth(tmp_path: Path) -> None:
+    from transformers import AutoConfig
+
+    from omniagent.tiny_model import TOKENIZER_CORPUS
+    from recipes.testbed.model import build_testbed_agent, text_size
+    from recipes.testbed.options import parse_args
+
+    assert text_size() == {"hidden_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "intermediate_size": 256}  # the tiny agent's  # fmt: skip
+    folder = build_testbed_agent(tmp_path / "wide", TOKENIZER_CORPUS, seed=0, width=256, layers=2)
+    text = AutoConfig.from_pretrained(folder).text_config
+    assert (text.hidden_size, text.num_hidden_layers, text.num_attention_heads, text.intermediate_size) == (
+        256,
+        2,
+        8,
+        512,
+    )
+    assert parse_args(["--text-width", "256"]).text_width == 256
+    for bad in (["--text-width", "100"], ["--text-width", "32"], ["--text-layers", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+
+
 def test_flat_groups_are_counted_with_a_wilson_interval() -> None:
     rows = [{"scores": [1.0] * 8, "flat": True}, {"scores": [0.0] * 8, "flat": True}]
     rows += [{"scores": [1.0, 0.0] * 4, "flat": False} for _ in range(8)]
