@@ -250,6 +250,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
+    p.add_argument("--only", type=Path, metavar="SET",
+                   help="summarise only the rows of this tasks folder's questions (OUT/summary_<name>.json)")  # fmt: skip
     p.add_argument("--minus", type=Path, metavar="DIR",
                    help="another set's probe folder: the own episodes' difference (OUT/difference.json)")  # fmt: skip
     return p.parse_args(argv)
@@ -261,8 +263,19 @@ def run(args: argparse.Namespace) -> None:
     run_probe(args)
 
 
+def only(rows: list[dict[str, Any]], tasks_dir: Path) -> list[dict[str, Any]]:
+    """The rows of the questions in ``tasks_dir``."""
+    ids = {str(r["id"]) for r in read_jsonl(tasks_dir / "tasks.jsonl")}
+    return [r for r in rows if str(r["id"]) in ids]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.only is not None:
+        res = summary(only(list(read_jsonl(args.out / "rows.jsonl")), args.only))
+        write_atomic(args.out / f"summary_{args.only.name}.json", json.dumps(res, indent=2))
+        print(f"only the questions of {args.only}:\n{table(res)}")
+        return 0
     probe_main(args, run, summary, table, figure)
     if args.minus is not None:
         diff = set_difference(

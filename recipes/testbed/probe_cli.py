@@ -23,10 +23,47 @@ def make_probe_set(set_dir: Path, seed: int, videos: int) -> None:
     blank_media(tasks, set_dir.parent / f"{set_dir.name}_blind")
 
 
+def unseen_subset(set_dir: Path, train_tasks: Path, out: Path) -> tuple[Path, list[str]]:
+    """The set's questions whose media the evaluation's overlap guard passes against ``train_tasks`` (its media and
+    (media, question) checks, content fingerprint included), with their media and sidecars linked into ``out``
+    (the evaluation reads no media outside a set's folder); returns the tasks file and the videos left out."""
+    import os
+    import shutil
+
+    from envs.tasks import load_tasks_jsonl
+    from omniagent.eval.overlap import check_overlap
+
+    tasks = load_tasks_jsonl(set_dir / "tasks.jsonl")
+    flagged = check_overlap(load_tasks_jsonl(train_tasks), tasks).eval_ids(("media", "pair"))
+    dropped = sorted({Path(t.media).name for t in tasks if t.id in flagged})
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [r for r in read_jsonl(set_dir / "tasks.jsonl") if Path(r["media"]).name not in dropped]
+    for name in sorted({Path(r["media"]).name for r in rows}):
+        for src in (set_dir / name, set_dir / f"{name}.meta.json"):
+            if src.exists() and not (out / src.name).exists():
+                try:
+                    os.link(src, out / src.name)
+                except OSError:
+                    shutil.copy2(src, out / src.name)
+    body = "".join(json.dumps({**r, "media": Path(r["media"]).name}) + "\n" for r in rows)
+    return write_atomic(out / "tasks.jsonl", body), dropped
+
+
 def blind_media(set_dir: Path) -> dict[str, str]:
     """Question id -> the blanked copy of its media file."""
     blind = set_dir.parent / f"{set_dir.name}_blind" / "tasks.jsonl"
     return {str(r["id"]): str(r["media"]) for r in read_jsonl(blind)}
+
+
+def unseen_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m recipes.testbed.probe_cli", description=unseen_subset.__doc__)
+    p.add_argument("--set", type=Path, required=True, help="a search-level tasks folder")
+    p.add_argument("--train", type=Path, required=True, help="the training set's tasks.jsonl")
+    p.add_argument("--out", type=Path, required=True, help="folder of the subset")
+    args = p.parse_args(argv)
+    tasks, dropped = unseen_subset(args.set, args.train, args.out)
+    print(f"{tasks}: {len(dropped)} video(s) left out by the overlap guard: {', '.join(dropped) or 'none'}")
+    return 0
 
 
 def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
@@ -93,3 +130,7 @@ def probe_main(
             runs[label] = summarise(list(read_jsonl(Path(folder) / "rows.jsonl")))
         figure(runs, args.figure)
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(unseen_main())

@@ -215,3 +215,27 @@ def test_two_sets_are_compared_by_their_own_episodes_resampling_each_sets_videos
     assert diff["lo"] <= diff["mean"] <= diff["hi"] and diff["lo"] > 0
     assert set_difference(trained, fresh, point="last")["mean"] == round(3 / 12 - 6 / 8, 3)
     assert set_difference(trained, [])["n"] == 0
+
+
+def test_the_unseen_subset_keeps_the_videos_the_overlap_guard_passes(
+    search_set: Path, tmp_path: Path
+) -> None:
+    from envs.synth import generate_benchmark
+    from envs.tasks import load_tasks_jsonl
+    from recipes.testbed.handover import only
+    from recipes.testbed.probe_cli import unseen_subset
+
+    other = tmp_path / "other"
+    generate_benchmark(other, seed=13, n_videos=1, durations=[60.0], config={"level": "search"}, split="test")
+    tasks, dropped = unseen_subset(search_set, other / "tasks.jsonl", tmp_path / "unseen")
+    kept = load_tasks_jsonl(tasks)
+    assert (
+        dropped == [] and len(kept) == 12 and all(Path(t.media).parent == tmp_path / "unseen" for t in kept)
+    )
+    assert all(Path(t.media).is_file() and Path(f"{t.media}.meta.json").is_file() for t in kept)
+    tasks, dropped = unseen_subset(
+        search_set, search_set / "tasks.jsonl", tmp_path / "seen"
+    )  # itself: all shared
+    assert len(dropped) == 1 and load_tasks_jsonl(tasks) == []
+    rows = [{"id": kept[0].id, "k": 0}, {"id": "elsewhere", "k": 0}]
+    assert only(rows, tmp_path / "unseen") == rows[:1] and only(rows, tmp_path / "seen") == []
