@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from envs.jsonl import read_jsonl, write_atomic
 from omniagent.backends.synth_compact import parse_compact
+from omniagent.backends.synth_world import HUES
 from recipes.testbed.digit_probe import N_BOOT, video_interval
 from recipes.testbed.handover_run import CONDITIONS
 from recipes.testbed.probe_cli import add_probe_args, probe_main
@@ -93,32 +95,46 @@ def named(text: str, kind: str) -> set[str]:
     return {i.value for c in claims for i in c.items if i.kind == kind}
 
 
+def thought_values(thought: str, kind: str) -> set[str]:
+    """The values of ``kind`` a Thought states (``digit 9``, ``500 Hz``, a colour word)."""
+    if kind == "digit":
+        return set(re.findall(r"digit (\d+)", thought))
+    if kind == "tone":
+        return set(re.findall(r"(\d+) Hz", thought))
+    return {hue for hue in HUES if re.search(rf"\b{hue}\b", thought)}
+
+
 def final_reads(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """At handover "last", per condition and template: the agent's final Observation names exactly the values of
-    the answer's kind (digit, tone, background) that the teacher's names; and the letter right when it does and
-    when it does not (added after the plan's first rows: exploratory)."""
+    the answer's kind (digit, tone, background) that the teacher's names (``read``); its Thought then states exactly
+    those (``carried``); and the letter right when read, when carried, and when not read (added after the plan's
+    first rows: exploratory)."""
     acc: dict[str, list[int]] = {}
     for row in rows:
-        if not row["last"] or not row["turns"]:
+        if not row["last"] or not row.get("turns"):
             continue
         kind = ANSWER_KIND.get(row["template"])
         if kind is None:
             continue
         truth = named(json.loads(row["teacher"][row["k"]])["observation"], kind)
         try:
-            said = json.loads(row["turns"][0])
-            said = str(said.get("observation", "")) if isinstance(said, dict) else ""
+            turn = json.loads(row["turns"][0])
         except ValueError:
-            said = ""
-        read = int(bool(truth) and named(said, kind) == truth)
-        a = acc.setdefault(f"{row['condition']} {row['template']}", [0, 0, 0, 0])
-        a[0] += 1
-        a[1] += read
-        a[2] += read * int(row["reward"])
-        a[3] += (1 - read) * int(row["reward"])
-    return {key: {"turns": n, "read": round(r / n, 3), "right | read": round(rr / r, 3) if r else None,
-                  "right | not read": round(rw / (n - r), 3) if n > r else None}
-            for key, (n, r, rr, rw) in sorted(acc.items())}  # fmt: skip
+            turn = {}
+        turn = turn if isinstance(turn, dict) else {}
+        read = int(bool(truth) and named(str(turn.get("observation", "")), kind) == truth)
+        carried = read * int(thought_values(str(turn.get("thought", "")), kind) == truth)
+        right = int(row["reward"])
+        a = acc.setdefault(f"{row['condition']} {row['template']}", [0] * 6)
+        for i, v in enumerate((1, read, read * right, (1 - read) * right, carried, carried * right)):
+            a[i] += v
+
+    def rate(x: int, n: int) -> float | None:
+        return round(x / n, 3) if n else None
+
+    return {key: {"turns": n, "read": rate(r, n), "right | read": rate(rr, r), "right | not read": rate(rw, n - r),
+                  "carried": rate(c, n), "right | carried": rate(cr, c)}
+            for key, (n, r, rr, rw, c, cr) in sorted(acc.items())}  # fmt: skip
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -201,12 +217,11 @@ def table(res: dict[str, Any]) -> str:
             lines.append(f"| {cond} | {key} | {a['turns']} | {a['obs']} | {a['thought | obs']} | "
                          f"{a['type | obs, thought']} | {a.get('letter', '')} | {a['span']} | "
                          f"{a['look hits']} ({a['teacher look hits']}) |")  # fmt: skip
-    lines += ["", "| final turn (exploratory) | turns | reads the answer's kind | right if read | right if not |",
-              "| --- " * 5 + "|"]  # fmt: skip
+    lines += ["", "| final turn (exploratory) | turns | reads the answer's kind | right if read | right if not | "
+              "Thought carries the read | right if carried |", "| --- " * 7 + "|"]  # fmt: skip
     for key, f in res.get("final reads", {}).items():
-        lines.append(
-            f"| {key} | {f['turns']} | {f['read']} | {f['right | read']} | {f['right | not read']} |"
-        )
+        lines.append(f"| {key} | {f['turns']} | {f['read']} | {f['right | read']} | {f['right | not read']} | "
+                     f"{f['carried']} | {f['right | carried']} |")  # fmt: skip
     lines += ["", "| by template | outcome |", "| --- | --- |"]
     lines += [f"| {k} | {m['mean']:.3f} ({m['n']}) |" for k, m in res["by_template"].items()]
     for name in ("primary", "last media - blind"):

@@ -12,7 +12,7 @@ import pytest
 
 from envs.jsonl import read_jsonl
 from omniagent.policy_base import TurnOutput
-from recipes.testbed.handover import set_difference, summary, table
+from recipes.testbed.handover import final_reads, set_difference, summary, table, thought_values
 from recipes.testbed.handover_run import agreement, lead, overlaps, play
 
 
@@ -239,3 +239,28 @@ def test_the_unseen_subset_keeps_the_videos_the_overlap_guard_passes(
     assert len(dropped) == 1 and load_tasks_jsonl(tasks) == []
     rows = [{"id": kept[0].id, "k": 0}, {"id": "elsewhere", "k": 0}]
     assert only(rows, tmp_path / "unseen") == rows[:1] and only(rows, tmp_path / "seen") == []
+
+
+def test_the_final_turn_is_split_into_read_carried_and_answered() -> None:
+    assert thought_values("yellow 17-31, digit 9 at 23: D.", "digit") == {"9"}
+    assert thought_values("red 0-17, digit 9 at 8, 4000 Hz at 9: D.", "tone") == {"4000"}
+    assert thought_values("1000 Hz at 51, blue at 51: D.", "background") == {"blue"}
+    teacher = turn(
+        "45 red, 53 yellow 7, 55-59 yellow",
+        "yellow 44-60, digit 7 at 53: C.",
+        {"type": "answer", "content": "C"},
+    )
+
+    def row(obs: str, thought: str, letter: str, condition: str = "media") -> dict[str, Any]:
+        return {"condition": condition, "template": "cue_digit_mcq", "k": 1, "last": 1, "teacher": ["", teacher],
+                "turns": [turn(obs, thought, {"type": "answer", "content": letter})], "reward": float(letter == "C")}  # fmt: skip
+
+    rows = [row("53 yellow 7", "yellow 44-60, digit 7 at 53: C.", "C"),  # read, carried, right
+            row("53 yellow 7", "yellow 44-60, digit 7 at 53: A.", "A"),  # read, carried, wrong letter
+            row("53 yellow 7", "yellow 44-60, digit 2 at 53: A.", "A"),  # read, not carried
+            row("53 yellow 2", "yellow 44-60, digit 2 at 53: C.", "C"),  # misread, right by chance
+            {**row("x", "y", "C"), "turns": ['{"observation": "53 yel']}]  # unparsed: not read  # fmt: skip
+    got = final_reads(rows)["media cue_digit_mcq"]
+    assert got == {"turns": 5, "read": 0.6, "right | read": round(1 / 3, 3), "right | not read": 1.0,
+                   "carried": 0.4, "right | carried": 0.5}  # fmt: skip
+    assert final_reads([{**rows[0], "last": 0}]) == {}  # only the final turn counts
