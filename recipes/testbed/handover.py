@@ -242,6 +242,8 @@ def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
     for c, (label, res) in enumerate(runs.items()):
         for cond, style in zip(CONDITIONS, ("-", "--"), strict=True):
             keys = [p for p in POINTS if f"{cond} {p}" in res["outcome"]]
+            if not keys:
+                continue
             xs = [POINTS.index(p) + 0.06 * c for p in keys]
             ms = [res["outcome"][f"{cond} {p}"] for p in keys]
             ax.errorbar(xs, [m["mean"] for m in ms], yerr=[[m["mean"] - m["lo"] for m in ms],
