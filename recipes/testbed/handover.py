@@ -200,6 +200,23 @@ def set_difference(
             "hi": round(float(hi), 3)}  # fmt: skip
 
 
+def versus(rows: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
+    """Media outcome at "last" of ``rows`` minus ``other``'s (another agent on the same questions and teacher
+    turns), paired by question, by-video interval; by template too."""
+
+    def last(sub: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {
+            r["id"]: r for r in sub if "reward" in r and r["condition"] == PRIMARY_CONDITION and r["last"]
+        }
+
+    mine, theirs = last(rows), last(other)
+    out = {"name": "media last: this run minus the other, paired by question", **paired(mine, theirs)}
+    for template in sorted({r["template"] for r in mine.values()}):
+        sub = {i: r for i, r in mine.items() if r["template"] == template}
+        out[template] = paired(sub, theirs)
+    return out
+
+
 def fmt(m: dict[str, Any]) -> str:
     return f"{m['mean']:+.3f} [{m['lo']:+.3f}, {m['hi']:+.3f}] ({m['n']} questions, {m['videos']} videos)"
 
@@ -267,6 +284,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
+    p.add_argument("--last-only", action="store_true", help='play only the handover point "last"')
+    p.add_argument("--versus", type=Path, metavar="DIR",
+                   help='another run of the same questions: "last" (media) here minus there, paired (OUT/versus.json)')  # fmt: skip
     p.add_argument("--only", type=Path, metavar="SET",
                    help="summarise only the rows of this tasks folder's questions (OUT/summary_<name>.json)")  # fmt: skip
     p.add_argument("--minus", type=Path, metavar="DIR",
@@ -294,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"only the questions of {args.only}:\n{table(res)}")
         return 0
     probe_main(args, run, summary, table, figure)
+    if args.versus is not None:
+        res = versus(list(read_jsonl(args.out / "rows.jsonl")), list(read_jsonl(args.versus / "rows.jsonl")))
+        write_atomic(args.out / "versus.json", json.dumps(res, indent=2))
+        print(f"\n{res['name']} ({args.versus}): " + (fmt(res) if res.get("n") else "no pairs"))
     if args.minus is not None:
         diff = set_difference(
             list(read_jsonl(args.out / "rows.jsonl")), list(read_jsonl(args.minus / "rows.jsonl"))

@@ -90,13 +90,15 @@ def question_rows(
     teacher_turns: list[str],
     media: dict[str, str],
     done: set[tuple[Any, ...]],
+    last_only: bool = False,
 ) -> list[dict[str, Any]]:
-    """The rows of one teacher-correct question not yet in ``done``: every condition and handover point."""
+    """The rows of one teacher-correct question not yet in ``done``: every condition and handover point (with
+    ``last_only``, only "last")."""
     n = len(teacher_turns)
     template = (task.extra or {}).get("template")
     rows = []
     for cond, path in media.items():
-        for k in range(n):
+        for k in [n - 1] if last_only else range(n):
             if (task.id, cond, k) in done:
                 continue
             own, reward = play(env, agent, task, path, teacher_turns[:k])
@@ -123,6 +125,8 @@ def run_probe(args: argparse.Namespace) -> None:
                                      "teacher": teacher_turns})  # fmt: skip
             continue
         media = {c: task.media if c == "media" else blind[task.id] for c in args.conditions}
-        for row in question_rows(env, agent, task, teacher_turns, media, done):
+        for row in question_rows(
+            env, agent, task, teacher_turns, media, done, getattr(args, "last_only", False)
+        ):
             append_jsonl(rows_file, {**row, "teacher": teacher_turns})
     env.close()

@@ -12,7 +12,7 @@ import pytest
 
 from envs.jsonl import read_jsonl
 from omniagent.policy_base import TurnOutput
-from recipes.testbed.handover import final_reads, set_difference, summary, table, thought_values
+from recipes.testbed.handover import final_reads, set_difference, summary, table, thought_values, versus
 from recipes.testbed.handover_run import agreement, lead, overlaps, play
 
 
@@ -189,6 +189,12 @@ def test_the_probe_runs_both_conditions_on_a_tiny_agent_and_resumes(search_set: 
     )
     res = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert res == summary(rows) and figure.stat().st_size > 0
+    run_probe(argparse.Namespace(**{**vars(args), "out": tmp_path / "last", "last_only": True}))
+    last = [r for r in read_jsonl(tmp_path / "last" / "rows.jsonl") if "reward" in r]
+    assert last and all(r["last"] == 1 for r in last)
+    assert {(r["id"], r["condition"]) for r in last} == {
+        (r["id"], r["condition"]) for r in played if r["last"]
+    }
 
 
 def test_two_sets_are_compared_by_their_own_episodes_resampling_each_sets_videos() -> None:
@@ -264,3 +270,26 @@ def test_the_final_turn_is_split_into_read_carried_and_answered() -> None:
     assert got == {"turns": 5, "read": 0.6, "right | read": round(1 / 3, 3), "right | not read": 1.0,
                    "carried": 0.4, "right | carried": 0.5}  # fmt: skip
     assert final_reads([{**rows[0], "last": 0}]) == {}  # only the final turn counts
+
+
+def test_two_runs_are_paired_by_question_at_the_last_handover() -> None:
+    def rows(rewards: list[float]) -> list[dict[str, Any]]:
+        out = []
+        for i, reward in enumerate(rewards):
+            base = {
+                "id": f"q{i}",
+                "media": f"v{i % 2}",
+                "template": "cue_digit_mcq" if i < 2 else "cue_pitch_mcq",
+            }
+            out.append({**base, "condition": "media", "k": 1, "last": 1, "reward": reward})
+            out.append(
+                {**base, "condition": "media", "k": 0, "last": 0, "reward": 1.0 - reward}
+            )  # not "last"
+            out.append({**base, "condition": "blind", "k": 1, "last": 1, "reward": 1.0})  # not media
+        return out
+
+    res = versus(
+        rows([1, 1, 1, 0]), rows([0, 1, 0, 0]) + [{"id": "q9", "media": "v9", "left_out": "teacher wrong"}]
+    )
+    assert res["n"] == 4 and res["mean"] == 0.5 and res["videos"] == 2
+    assert res["cue_digit_mcq"]["mean"] == 0.5 and res["cue_pitch_mcq"]["mean"] == 0.5
