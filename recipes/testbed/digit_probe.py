@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from omniagent.backends.synth_compact import parse_compact, sec
-from recipes.testbed.probe_cli import add_probe_args, probe_main
+from recipes.testbed.probe_cli import new_axes, probe_main, probe_parser, save_figure
 
 LOOK_SIZES = (1, 2, 4, 8)
 CONDITIONS = ("episode", "blind", "caption")
@@ -114,12 +114,7 @@ def table(res: dict[str, Any]) -> str:
 def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
     """Read rate (solid) and the right digit at the right second (dashed) by frames per look: each run's
     conditions (the first run's all, the others' episode condition)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = new_axes()
     colour = 0
     for k, (label, res) in enumerate(runs.items()):
         for cond in CONDITIONS if k == 0 else ("episode",):
@@ -138,17 +133,17 @@ def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
            xlabel="frames in the forced look", ylabel="share of fields", title="The cued field's digit, forced looks")  # fmt: skip
     ax.minorticks_off()
     ax.legend(fontsize=6.5, loc="center right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m recipes.testbed.digit_probe", description=__doc__.split("\n\n")[0]
+    p = probe_parser(
+        "python -m recipes.testbed.digit_probe",
+        __doc__,
+        48,
+        "videos of a made set (4 cue_digit questions each)",
+        CONDITIONS,
     )
-    add_probe_args(p, 48, "videos of a made set (4 cue_digit questions each)")
-    p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--sizes", nargs="+", type=int, default=list(LOOK_SIZES), help="frames per forced look")
     p.add_argument(
         "--seed", type=int, default=0, help="the forced looks' draw and the teacher's strategy seed"

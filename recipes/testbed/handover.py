@@ -29,7 +29,7 @@ from omniagent.backends.synth_compact import parse_compact
 from omniagent.backends.synth_world import HUES
 from recipes.testbed.digit_probe import N_BOOT, video_interval
 from recipes.testbed.handover_run import CONDITIONS
-from recipes.testbed.probe_cli import add_probe_args, probe_main
+from recipes.testbed.probe_cli import new_axes, probe_main, probe_parser, save_figure
 
 POINTS = ("k=0", "k=1", "k=2", "k=3", "last")
 PRIMARY_CONDITION = "media"
@@ -250,12 +250,7 @@ def table(res: dict[str, Any]) -> str:
 
 def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
     """Outcome by handover point: each run's media (solid) and blind (dashed) condition."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    fig, ax = new_axes()
     for c, (label, res) in enumerate(runs.items()):
         for cond, style in zip(CONDITIONS, ("-", "--"), strict=True):
             keys = [p for p in POINTS if f"{cond} {p}" in res["outcome"]]
@@ -271,17 +266,17 @@ def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
            xlabel="teacher turns given before the agent takes over", ylabel="answered right",
            title="Teacher-correct questions, handed over after k turns")  # fmt: skip
     ax.legend(fontsize=6.5, loc="upper left")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m recipes.testbed.handover", description=__doc__.split("\n\n")[0]
+    p = probe_parser(
+        "python -m recipes.testbed.handover",
+        __doc__,
+        32,
+        "videos of a made set (12 questions each)",
+        CONDITIONS,
     )
-    add_probe_args(p, 32, "videos of a made set (12 questions each)")
-    p.add_argument("--conditions", nargs="+", choices=CONDITIONS, default=list(CONDITIONS))
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
     p.add_argument("--last-only", action="store_true", help='play only the handover point "last"')

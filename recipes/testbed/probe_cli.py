@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,37 @@ def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
         "transformers", model=str(model), max_new_tokens=recipe.max_new_tokens, device="cpu", constrained=True
     )
     return env, teacher, agent
+
+
+def new_axes() -> tuple[Any, Any]:
+    """A figure and its axes for a probe's plot (a file-only backend)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(6.4, 3.8))
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Lay out, write (creating the folder) and close a probe's figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def probe_parser(
+    prog: str, doc: str, videos: int, videos_help: str, conditions: Sequence[str]
+) -> argparse.ArgumentParser:
+    """A probe's command line: its name and the first paragraph of ``doc``, the options every probe takes, and
+    ``--conditions`` (default: all of ``conditions``)."""
+    p = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    add_probe_args(p, videos, videos_help)
+    p.add_argument("--conditions", nargs="+", choices=list(conditions), default=list(conditions))
+    return p
 
 
 def add_probe_args(p: argparse.ArgumentParser, videos: int, videos_help: str) -> None:
