@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from omniagent.backends.synth_compact import parse_compact, sec
-from recipes.testbed.probe_cli import new_axes, probe_main, probe_parser, save_figure
+from recipes.testbed.probe_cli import interval_bars, new_axes, probe_main, probe_parser, save_figure
 
 LOOK_SIZES = (1, 2, 4, 8)
 CONDITIONS = ("episode", "blind", "caption")
@@ -123,9 +123,7 @@ def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
                 continue
             sizes = [int(key.split("=")[1]) for key in keys]
             read = [res["rates"][key]["read"] for key in keys]
-            ax.errorbar(sizes, [r["mean"] for r in read], yerr=[[r["mean"] - r["lo"] for r in read],
-                        [r["hi"] - r["mean"] for r in read]], marker="o", color=f"C{colour}", capsize=3,
-                        label=f"{label} {cond}: read")  # fmt: skip
+            interval_bars(ax, sizes, read, color=f"C{colour}", label=f"{label} {cond}: read")
             at = [res["rates"][key]["at_frame"]["mean"] for key in keys]
             ax.plot(sizes, at, ls="--", marker="x", color=f"C{colour}", label=f"{label} {cond}: at the frame")
             colour += 1

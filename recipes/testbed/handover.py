@@ -29,7 +29,7 @@ from omniagent.backends.synth_compact import parse_compact
 from omniagent.backends.synth_world import HUES
 from recipes.testbed.digit_probe import N_BOOT, video_interval
 from recipes.testbed.handover_run import CONDITIONS
-from recipes.testbed.probe_cli import new_axes, probe_main, probe_parser, save_figure
+from recipes.testbed.probe_cli import interval_bars, new_axes, probe_main, probe_parser, save_figure
 
 POINTS = ("k=0", "k=1", "k=2", "k=3", "last")
 PRIMARY_CONDITION = "media"
@@ -258,9 +258,7 @@ def figure(runs: dict[str, dict[str, Any]], path: Path) -> None:
                 continue
             xs = [POINTS.index(p) + 0.06 * c for p in keys]
             ms = [res["outcome"][f"{cond} {p}"] for p in keys]
-            ax.errorbar(xs, [m["mean"] for m in ms], yerr=[[m["mean"] - m["lo"] for m in ms],
-                        [m["hi"] - m["mean"] for m in ms]], marker="o", ls=style, color=f"C{c}", capsize=3,
-                        label=f"{label}, {cond}")  # fmt: skip
+            interval_bars(ax, xs, ms, ls=style, color=f"C{c}", label=f"{label}, {cond}")
     ax.axhline(0.25, color="grey", lw=0.8, ls=":", label="any constant answer")
     ax.set(xticks=range(len(POINTS)), xticklabels=["own (k=0)", "k=1", "k=2", "k=3", "last"], ylim=(-0.02, 1.02),
            xlabel="teacher turns given before the agent takes over", ylabel="answered right",

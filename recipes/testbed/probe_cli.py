@@ -98,6 +98,16 @@ def new_axes() -> tuple[Any, Any]:
     return plt.subplots(figsize=(6.4, 3.8))
 
 
+def interval_bars(ax: Any, xs: Sequence[float], rates: Sequence[dict[str, Any]], **style: Any) -> None:
+    """Points at each rate's ``mean`` with bars to its ``lo`` and ``hi`` (95% interval), capped."""
+    means = [r["mean"] for r in rates]
+    bars = [
+        [m - r["lo"] for m, r in zip(means, rates, strict=True)],
+        [r["hi"] - m for m, r in zip(means, rates, strict=True)],
+    ]
+    ax.errorbar(xs, means, yerr=bars, marker="o", capsize=3, **style)
+
+
 def save_figure(fig: Any, path: Path) -> None:
     """Lay out, write (creating the folder) and close a probe's figure."""
     import matplotlib.pyplot as plt
