@@ -75,20 +75,27 @@ def copied_times(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {k: {"clauses": n, "copied": round(c / n, 3) if n else None} for k, (c, n) in out.items()}
 
 
-def video_interval(values: dict[str, tuple[str, float]], seed: int = 0) -> dict[str, Any]:
-    """Mean of per-item values with a percentile 95% interval from resampling videos (items nested in them)."""
+def video_totals(values: dict[str, tuple[str, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per video (in first-seen order): the sum of its items' values and their number."""
     by: dict[str, list[float]] = {}
     for video, value in values.values():
         by.setdefault(video, []).append(float(value))
-    if not by:
+    return np.array([sum(v) for v in by.values()]), np.array([len(v) for v in by.values()])
+
+
+def resampled_means(sums: np.ndarray, counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """:data:`N_BOOT` item means, each over a resample of the videos (with replacement)."""
+    picks = rng.integers(len(sums), size=(N_BOOT, len(sums)))
+    return sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+
+
+def video_interval(values: dict[str, tuple[str, float]], seed: int = 0) -> dict[str, Any]:
+    """Mean of per-item values with a percentile 95% interval from resampling videos (items nested in them)."""
+    sums, counts = video_totals(values)
+    if not len(sums):
         return {"n": 0}
-    sums = np.array([sum(v) for v in by.values()])
-    counts = np.array([len(v) for v in by.values()])
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(len(by), size=(N_BOOT, len(by)))
-    boot = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return {"n": int(counts.sum()), "videos": len(by), "mean": round(float(sums.sum() / counts.sum()), 3),
+    lo, hi = np.percentile(resampled_means(sums, counts, np.random.default_rng(seed)), [2.5, 97.5])
+    return {"n": int(counts.sum()), "videos": len(sums), "mean": round(float(sums.sum() / counts.sum()), 3),
             "lo": round(float(lo), 3), "hi": round(float(hi), 3)}  # fmt: skip
 
 

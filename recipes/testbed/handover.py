@@ -24,10 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from envs.jsonl import read_jsonl, write_atomic
 from omniagent.backends.synth_compact import parse_compact
 from omniagent.backends.synth_world import HUES
-from recipes.testbed.digit_probe import N_BOOT, video_interval
+from recipes.testbed.digit_probe import resampled_means, video_interval, video_totals
 from recipes.testbed.handover_run import CONDITIONS
 from recipes.testbed.probe_cli import interval_bars, new_axes, probe_main, probe_parser, save_figure
 
@@ -35,9 +37,23 @@ POINTS = ("k=0", "k=1", "k=2", "k=3", "last")
 PRIMARY_CONDITION = "media"
 
 
+def rate(x: int, n: int) -> float | None:
+    return round(x / n, 3) if n else None
+
+
 def points_of(row: dict[str, Any]) -> list[str]:
     """The handover labels a row counts under: its k, and "last" when the agent wrote only the final turn."""
     return [f"k={row['k']}"] + (["last"] if row["last"] else [])
+
+
+def by_point(rows: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """The played rows by (condition, handover point), each {question id: row}."""
+    at: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for row in rows:
+        if "reward" in row:
+            for point in points_of(row):
+                at.setdefault((row["condition"], point), {})[row["id"]] = row
+    return at
 
 
 def paired(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -64,9 +80,6 @@ def agreement_rates(rows: list[dict[str, Any]]) -> dict[str, Any]:
             for who, hit in (("", row["look_hits"]), ("t_", row["teacher_look_hits"])):
                 acc[f"{who}looks"] += hit is not None
                 acc[f"{who}hits"] += hit or 0
-
-    def rate(a: int, b: int) -> float | None:
-        return round(a / b, 3) if b else None
 
     return {
         key: {
@@ -129,9 +142,6 @@ def final_reads(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for i, v in enumerate((1, read, read * right, (1 - read) * right, carried, carried * right)):
             a[i] += v
 
-    def rate(x: int, n: int) -> float | None:
-        return round(x / n, 3) if n else None
-
     return {key: {"turns": n, "read": rate(r, n), "right | read": rate(rr, r), "right | not read": rate(rw, n - r),
                   "carried": rate(c, n), "right | carried": rate(cr, c)}
             for key, (n, r, rr, rw, c, cr) in sorted(acc.items())}  # fmt: skip
@@ -145,10 +155,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if row.get("left_out"):
             out["left_out"][row["left_out"]] = out["left_out"].get(row["left_out"], 0) + 1
     scored = [r for r in rows if "reward" in r]
-    at: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-    for row in scored:
-        for point in points_of(row):
-            at.setdefault((row["condition"], point), {})[row["id"]] = row
+    at = by_point(scored)
     for cond in CONDITIONS:
         for point in POINTS:
             if (cond, point) in at:
@@ -178,21 +185,16 @@ def set_difference(
 ) -> dict[str, Any]:
     """Media outcome at ``point`` of ``rows`` minus that of ``other`` (another set: unpaired), with a percentile 95%
     interval from resampling each set's videos independently."""
-    import numpy as np
-
-    def video_sums(sub: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-        by: dict[str, list[float]] = {}
-        for r in sub:
-            if "reward" in r and r["condition"] == PRIMARY_CONDITION and point in points_of(r):
-                by.setdefault(r["media"], []).append(float(r["reward"]))
-        return np.array([sum(v) for v in by.values()]), np.array([len(v) for v in by.values()])
-
-    (sa, ca), (sb, cb) = video_sums(rows), video_sums(other)
+    (sa, ca), (sb, cb) = (
+        video_totals(
+            {i: (r["media"], r["reward"]) for i, r in by_point(x).get((PRIMARY_CONDITION, point), {}).items()}
+        )
+        for x in (rows, other)
+    )
     if not len(ca) or not len(cb):
         return {"n": 0}
     rng = np.random.default_rng(seed)
-    pa, pb = rng.integers(len(ca), size=(N_BOOT, len(ca))), rng.integers(len(cb), size=(N_BOOT, len(cb)))
-    boot = sa[pa].sum(1) / ca[pa].sum(1) - sb[pb].sum(1) / cb[pb].sum(1)
+    boot = resampled_means(sa, ca, rng) - resampled_means(sb, cb, rng)
     lo, hi = np.percentile(boot, [2.5, 97.5])
     return {"name": f"media {point}: this set minus the other", "n": int(ca.sum()), "videos": len(ca),
             "other_n": int(cb.sum()), "other_videos": len(cb),
@@ -203,13 +205,7 @@ def set_difference(
 def versus(rows: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, Any]:
     """Media outcome at "last" of ``rows`` minus ``other``'s (another agent on the same questions and teacher
     turns), paired by question, by-video interval; by template too."""
-
-    def last(sub: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        return {
-            r["id"]: r for r in sub if "reward" in r and r["condition"] == PRIMARY_CONDITION and r["last"]
-        }
-
-    mine, theirs = last(rows), last(other)
+    mine, theirs = (by_point(x).get((PRIMARY_CONDITION, "last"), {}) for x in (rows, other))
     out = {"name": "media last: this run minus the other, paired by question", **paired(mine, theirs)}
     for template in sorted({r["template"] for r in mine.values()}):
         sub = {i: r for i, r in mine.items() if r["template"] == template}

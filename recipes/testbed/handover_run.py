@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import append_jsonl, read_jsonl
+from envs.tasks import load_tasks_jsonl
 from recipes.testbed.probe_cli import blind_media, probe_players
 
 CONDITIONS = ("media", "blind")
@@ -113,8 +114,6 @@ def run_probe(args: argparse.Namespace) -> None:
     rows_file = args.out / "rows.jsonl"
     done = {(r["id"], r.get("condition"), r.get("k")) for r in read_jsonl(rows_file, missing_ok=True)}
     blind = blind_media(args.set) if "blind" in args.conditions else {}
-    from envs.tasks import load_tasks_jsonl
-
     tasks = load_tasks_jsonl(args.set / "tasks.jsonl")
     for task in tasks[: args.limit] if args.limit else tasks:
         if (task.id, None, None) in done:
