@@ -37,14 +37,10 @@ def rl_overrides(sft: Path, data: Path) -> list[str]:
 
 
 def make_gate_set(args: argparse.Namespace) -> Path:
-    from recipes.testbed.options import parse_args as recipe_args
-    from recipes.testbed.recipe import make_set
-    from recipes.tiny_agent.sets import blank_media
+    from recipes.testbed.probe_cli import make_probe_set
 
-    recipe = recipe_args(["--out", str(args.sft), "--data", str(args.data)])
     out = args.data / f"gate_{args.gate_seed}"
-    make_set(out, args.gate_seed, args.videos, recipe, "test")
-    blank_media(out / "tasks.jsonl", out.parent / f"{out.name}_blind")
+    make_probe_set(out, args.gate_seed, args.videos)
     return out
 
 

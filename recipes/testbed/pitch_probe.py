@@ -127,18 +127,12 @@ def fit_probe(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import torch
     from transformers import AutoProcessor
 
-    from envs.env import OmniVideoEnv
-    from envs.limits import EnvLimits
-    from recipes.testbed.options import limit_overrides
-    from recipes.testbed.options import parse_args as recipe_args
+    from recipes.testbed.probe_cli import probe_env
     from rl.sft.local import load_model
 
-    torch.set_num_threads(1)
-    recipe = recipe_args([])
-    env = OmniVideoEnv(limits=EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns))
+    env = probe_env()
     model = load_model(str(args.model)).eval()
     processor = AutoProcessor.from_pretrained(args.model)
     x_train, y_train, _ = encode_set(model, processor, env, args.train / "tasks.jsonl")

@@ -66,24 +66,35 @@ def unseen_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
-    """The environment (the recipe's caps and turn budget), the search teacher (compact language, strategy seed
-    ``seed``) and the agent (greedy, constrained, the recipe's turn limit), one CPU thread."""
+def probe_env() -> Any:
+    """The environment at the recipe's caps and turn budget, on one CPU thread (what the probes and the time-copy
+    stage serve their looks from)."""
     import torch
 
     from envs.env import OmniVideoEnv
     from envs.limits import EnvLimits
-    from omniagent.policy import make_policy
     from recipes.testbed.options import limit_overrides
     from recipes.testbed.options import parse_args as recipe_args
 
     torch.set_num_threads(1)
     recipe = recipe_args([])
-    limits = EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns)
-    env = OmniVideoEnv(limits=limits)
-    teacher = make_policy("synth_teacher", seed=seed, limits=limits, compact=True)
+    return OmniVideoEnv(limits=EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns))
+
+
+def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
+    """The environment (:func:`probe_env`), the search teacher (compact language, strategy seed ``seed``) and the
+    agent (greedy, constrained, the recipe's turn limit)."""
+    from omniagent.policy import make_policy
+    from recipes.testbed.options import parse_args as recipe_args
+
+    env = probe_env()
+    teacher = make_policy("synth_teacher", seed=seed, limits=env.limits, compact=True)
     agent = make_policy(
-        "transformers", model=str(model), max_new_tokens=recipe.max_new_tokens, device="cpu", constrained=True
+        "transformers",
+        model=str(model),
+        max_new_tokens=recipe_args([]).max_new_tokens,
+        device="cpu",
+        constrained=True,
     )
     return env, teacher, agent
 

@@ -164,17 +164,12 @@ def train(args: argparse.Namespace) -> None:
     from omegaconf import OmegaConf
     from transformers import AutoProcessor
 
-    from envs.env import OmniVideoEnv
-    from envs.limits import EnvLimits
-    from recipes.testbed.options import limit_overrides
-    from recipes.testbed.options import parse_args as recipe_args
+    from recipes.testbed.probe_cli import probe_env
     from rl.sft.dataset import OmniTurnSFTDataset
     from rl.sft.local import load_model, lr_at
     from rl.sft.step import collate, freeze_modules, optimizer_step
 
-    torch.set_num_threads(1)
-    recipe = recipe_args([])
-    env = OmniVideoEnv(limits=EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns))
+    env = probe_env()
     resume, start = latest(args.out)
     model = load_model(str(resume or args.model))
     processor = AutoProcessor.from_pretrained(args.model)
