@@ -13,7 +13,9 @@ Two hooks let a recipe add training without this module knowing it (``conf/sft/s
 
 - ``omni_sft.local.warmup``: ``{_target_: function, ...}``, called once before the first step of a fresh run
   as ``function(model=, tokenizer=, train_files=, seed=, lr=, clip=, log_every=, ...)``: a stage of its own
-  (e.g. a short-context text warm-up) that leaves the model trained further;
+  (e.g. a short-context text warm-up) that leaves the model trained further. With ``save_every`` set, its
+  result is published at once as ``checkpoints/step-0``, so a run killed before its first save resumes
+  after the warm-up instead of repeating it;
 - ``omni_sft.local.extra_batches``: ``{name: {_target_: factory, ...}}``, each built once as
   ``factory(dataset=, seed=, ...)``; unless it returns None, after every SFT step one more optimizer step
   trains on its ``batch(step)`` (a function of the step, so resume stays exact) and logs ``<name>_loss``.
@@ -218,11 +220,12 @@ def _setup(cfg: Any) -> dict[str, Any]:
         torch.set_rng_state(state["rng"])
         start, losses = int(state["step"]), list(state["losses"])
         print(json.dumps({"resumed_from": str(resume_dir), "step": start}), flush=True)
-    elif local.get("warmup") is not None:  # a resumed run's checkpoint is already warmed up
+    warmed = state is None and local.get("warmup") is not None  # a resumed run's checkpoint is warmed up
+    if warmed:
         run_warmup_hook(cfg, model, tokenizer, base_lr)
     return {
         "dataset": dataset, "items": items, "processor": processor, "model": model, "counts": counts, "params": params, "opt": opt,
-        "base_lr": base_lr, "losses": losses, "start": start, "ckpt_root": ckpt_root,
+        "base_lr": base_lr, "losses": losses, "start": start, "ckpt_root": ckpt_root, "warmed": warmed,
     }  # fmt: skip
 
 
@@ -257,6 +260,8 @@ def run_local(cfg: Any) -> list[float]:
     steps, bs, n = int(local.steps), int(local.batch_size), len(dataset)
     extra = build_extra_batches(cfg, dataset)
     save_every = int(local.get("save_every") or 0)
+    if save_every and run["warmed"]:  # a crash before the first save must not cost the warm-up again
+        _save_step(cfg, run, 0)
     model.train()
     for step in range(run["start"], steps):
         idx = sample_indices(step, bs, n, seed, bool(local.get("repeat_batch")))

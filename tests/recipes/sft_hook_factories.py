@@ -27,3 +27,18 @@ def first_row_batches(dataset: Any, seed: int) -> _FirstRow:
 def no_batches(dataset: Any, seed: int) -> None:
     """A hook that is off."""
     return None
+
+
+WARMUPS: list[int] = []
+
+
+def noise_warmup(model: Any, seed: int, scale: float = 0.05, **_: Any) -> None:
+    """A warm-up stage that moves every trainable weight by noise from the global RNG (so a lost warm-up,
+    or a lost RNG state, changes the run that follows) and records the call."""
+    import torch
+
+    WARMUPS.append(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(scale * torch.randn_like(p))

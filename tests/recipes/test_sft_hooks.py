@@ -92,6 +92,46 @@ def test_an_extra_batch_hook_takes_one_more_step_after_every_sft_step(
         launch(compose([*base, f"omni_sft.run_dir={tmp_path / 'c'}", "+omni_sft.local.extra_batches.x.n=1"]))
 
 
+def test_a_warm_up_is_published_as_step_0_and_a_resumed_run_does_not_repeat_it(
+    parquet: Path, tiny_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With ``save_every``, the warm-up's result is saved as ``checkpoints/step-0`` before the first SFT step.
+    A run stopped there resumes after the warm-up (not running it again) and ends where an uninterrupted run
+    does: the same losses and weights."""
+    import json
+
+    import sft_hook_factories
+    import torch
+    from safetensors.torch import load_file
+
+    from rl.checkpoint import latest_checkpoint, load_training_state
+    from rl.train_sft import compose, launch
+
+    def run(run_dir: Path, steps: int) -> list[float]:
+        return launch(compose(["+exp=tiny", f"model.path={tiny_dir}", f"data.train_files={parquet}",
+                               f"omni_sft.run_dir={run_dir}", f"omni_sft.local.steps={steps}", "omni_sft.local.save_every=1",
+                               "omni_sft.local.max_samples=2", f"omni_sft.local.save_dir={run_dir / 'final'}",
+                               "trainer.seed=3", "+omni_sft.local.warmup._target_=sft_hook_factories.noise_warmup"]))  # fmt: skip
+
+    sft_hook_factories.WARMUPS.clear()
+    ref = run(tmp_path / "ref", 3)
+    assert sft_hook_factories.WARMUPS == [3]
+    stopped = run(tmp_path / "run", 0)  # a run stopped right after its warm-up
+    assert stopped == [] and sft_hook_factories.WARMUPS == [3, 3]
+    step0 = latest_checkpoint(tmp_path / "run" / "checkpoints")
+    assert step0 is not None and step0.name == "step-000000" and load_training_state(step0)["step"] == 0
+    capsys.readouterr()
+    assert run(tmp_path / "run", 3) == pytest.approx(ref, rel=1e-5)
+    assert sft_hook_factories.WARMUPS == [3, 3]  # not warmed up a second time
+    resumed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith('{"resumed_from"')]
+    assert resumed == [{"resumed_from": str(step0), "step": 0}]
+    a = load_file(str(tmp_path / "ref" / "final" / "model.safetensors"))
+    b = load_file(str(tmp_path / "run" / "final" / "model.safetensors"))
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    plain = load_file(str(tiny_dir / "model.safetensors"))
+    assert any(not torch.allclose(plain[k], b[k]) for k in plain if k in b)
+
+
 def test_media_probe_compares_real_and_zeroed_media_by_region(dataset: Any, tiny_dir: Path) -> None:
     import torch
 
