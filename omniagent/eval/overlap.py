@@ -6,7 +6,9 @@ multi-GB files, blind to renames and copies) finds the same file. The content fi
 times 0.1 ... 0.9, or the loudness envelope for audio-only files) finds the same media re-encoded,
 resized or remuxed, which the bytes cannot: two files match when their durations agree within
 ``max(0.5 s, 1%)`` and their signatures correlate so that 1 - mean correlation is at most
-:data:`CONTENT_THRESHOLD`. A content match counts as shared media, and its questions as shared pairs. Questions are
+:data:`CONTENT_THRESHOLD`. Frames of one solid colour say little (a colour-field video of another seed often
+shares most of its colours), so two videos are compared by content only when at least :data:`MIN_TEXTURED` of
+the sampled times show structure (not one solid colour) in one of them; otherwise their bytes decide. A content match counts as shared media, and its questions as shared pairs. Questions are
 compared by normalised text. Shared media, or the same question on the same media, is an overlap;
 the same question text on other media is reported but not fatal by default (template questions
 repeat by design).
@@ -30,6 +32,7 @@ from envs.tasks import Task
 
 __all__ = [
     "CONTENT_THRESHOLD",
+    "MIN_TEXTURED",
     "Fingerprint",
     "OverlapError",
     "OverlapReport",
@@ -46,6 +49,9 @@ THUMB = 8  # signature side, pixels
 # at most this distance (1 - mean correlation) is the same content: the same synthetic video at another
 # resolution or re-encoded measures <= 0.01, other synthetic videos >= 0.2
 CONTENT_THRESHOLD = 0.07
+# at least this many of the CONTENT_POINTS times must show structure in one of two videos to compare their content:
+# a fresh colour-field video (the search level) with one or two glyph frames matched a training video's colours
+MIN_TEXTURED = 3
 
 
 @lru_cache(maxsize=65536)
@@ -168,13 +174,18 @@ class Fingerprint:
 
     def distance(self, other: Fingerprint) -> float | None:
         """1 - mean correlation of the signatures at the same relative times; None when the
-        durations (``max(0.5 s, 1%)``) or kinds differ, or when every sampled frame of both is one solid colour."""
+        durations (``max(0.5 s, 1%)``) or kinds differ, or when fewer than :data:`MIN_TEXTURED` sampled times
+        show structure (not one solid colour) in either video."""
         if abs(self.duration - other.duration) > max(0.5, 0.01 * max(self.duration, other.duration)):
             return None
         if self.kind != other.kind or self.points.shape != other.points.shape:
             return None
-        if self.kind == "video" and all(_uniform(x) for x in (*self.points, *other.points)):
-            return None  # nine solid colours cannot tell two videos apart (colour-field media): bytes decide
+        if self.kind == "video":
+            textured = sum(
+                not (_uniform(a) and _uniform(b)) for a, b in zip(self.points, other.points, strict=True)
+            )
+            if textured < MIN_TEXTURED:
+                return None  # solid colours cannot tell two videos apart (colour-field media): bytes decide
         return 1.0 - float(
             np.mean([_similarity(a, b) for a, b in zip(self.points, other.points, strict=True)])
         )

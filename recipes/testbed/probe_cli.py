@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,13 @@ def make_probe_set(set_dir: Path, seed: int, videos: int) -> None:
     blank_media(tasks, set_dir.parent / f"{set_dir.name}_blind")
 
 
-def unseen_subset(set_dir: Path, train_tasks: Path, out: Path) -> tuple[Path, list[str]]:
+def unseen_subset(
+    set_dir: Path, train_tasks: Path, out: Path, leave_out: Iterable[str] = ()
+) -> tuple[Path, list[str]]:
     """The set's questions whose media the evaluation's overlap guard passes against ``train_tasks`` (its media and
-    (media, question) checks, content fingerprint included), with their media and sidecars linked into ``out``
-    (the evaluation reads no media outside a set's folder); returns the tasks file and the videos left out."""
+    (media, question) checks, content fingerprint included) and that ``leave_out`` (media file names) does not
+    name, with their media and sidecars linked into ``out`` (the evaluation reads no media outside a set's folder);
+    returns the tasks file and the videos left out."""
     import os
     import shutil
 
@@ -35,7 +38,9 @@ def unseen_subset(set_dir: Path, train_tasks: Path, out: Path) -> tuple[Path, li
 
     tasks = load_tasks_jsonl(set_dir / "tasks.jsonl")
     flagged = check_overlap(load_tasks_jsonl(train_tasks), tasks).eval_ids(("media", "pair"))
-    dropped = sorted({Path(t.media).name for t in tasks if t.id in flagged})
+    dropped = sorted(
+        {Path(t.media).name for t in tasks if t.id in flagged or Path(t.media).name in set(leave_out)}
+    )
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for r in read_jsonl(set_dir / "tasks.jsonl") if Path(r["media"]).name not in dropped]
     for name in sorted({Path(r["media"]).name for r in rows}):
@@ -60,9 +65,12 @@ def unseen_main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", type=Path, required=True, help="a search-level tasks folder")
     p.add_argument("--train", type=Path, required=True, help="the training set's tasks.jsonl")
     p.add_argument("--out", type=Path, required=True, help="folder of the subset")
+    p.add_argument(
+        "--leave-out", nargs="+", default=[], metavar="NAME", help="media file names left out as well"
+    )
     args = p.parse_args(argv)
-    tasks, dropped = unseen_subset(args.set, args.train, args.out)
-    print(f"{tasks}: {len(dropped)} video(s) left out by the overlap guard: {', '.join(dropped) or 'none'}")
+    tasks, dropped = unseen_subset(args.set, args.train, args.out, args.leave_out)
+    print(f"{tasks}: {len(dropped)} video(s) left out: {', '.join(dropped) or 'none'}")
     return 0
 
 

@@ -243,6 +243,11 @@ def test_the_unseen_subset_keeps_the_videos_the_overlap_guard_passes(
         search_set, search_set / "tasks.jsonl", tmp_path / "seen"
     )  # itself: all shared
     assert len(dropped) == 1 and load_tasks_jsonl(tasks) == []
+    name = Path(kept[0].media).name  # named: left out although the guard passes it
+    tasks, dropped = unseen_subset(
+        search_set, other / "tasks.jsonl", tmp_path / "named", [name, "absent.mp4"]
+    )
+    assert dropped == [name] and load_tasks_jsonl(tasks) == []
     rows = [{"id": kept[0].id, "k": 0}, {"id": "elsewhere", "k": 0}]
     assert only(rows, tmp_path / "unseen") == rows[:1] and only(rows, tmp_path / "seen") == []
 
