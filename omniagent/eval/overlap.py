@@ -8,10 +8,10 @@ resized or remuxed, which the bytes cannot: two files match when their durations
 ``max(0.5 s, 1%)`` and their signatures correlate so that 1 - mean correlation is at most
 :data:`CONTENT_THRESHOLD`. Frames of one solid colour say little (a colour-field video of another seed often
 shares most of its colours), so two videos are compared by content only when at least :data:`MIN_TEXTURED` of
-the sampled times show structure (not one solid colour) in one of them; otherwise their bytes decide. A content match counts as shared media, and its questions as shared pairs. Questions are
-compared by normalised text. Shared media, or the same question on the same media, is an overlap;
-the same question text on other media is reported but not fatal by default (template questions
-repeat by design).
+the sampled times show structure (not one solid colour) in one of them; otherwise their bytes decide. A content
+match counts as shared media, and its questions as shared pairs. Questions are compared by normalised text.
+Shared media, or the same question on the same media, is an overlap; the same question text on other media is
+reported but not fatal by default (template questions repeat by design).
 """
 
 from __future__ import annotations

@@ -38,9 +38,8 @@ def unseen_subset(
 
     tasks = load_tasks_jsonl(set_dir / "tasks.jsonl")
     flagged = check_overlap(load_tasks_jsonl(train_tasks), tasks).eval_ids(("media", "pair"))
-    dropped = sorted(
-        {Path(t.media).name for t in tasks if t.id in flagged or Path(t.media).name in set(leave_out)}
-    )
+    named = set(leave_out)
+    dropped = sorted({Path(t.media).name for t in tasks if t.id in flagged or Path(t.media).name in named})
     out.mkdir(parents=True, exist_ok=True)
     rows = [r for r in read_jsonl(set_dir / "tasks.jsonl") if Path(r["media"]).name not in dropped]
     for name in sorted({Path(r["media"]).name for r in rows}):
