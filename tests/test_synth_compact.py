@@ -62,6 +62,27 @@ def test_teacher_episodes_in_the_compact_language_pass_the_auditor_and_score(tas
     assert sum(rewards) / len(rewards) >= 0.85  # 0.95 on 96 (notes); 24 questions here
 
 
+def test_option_thought_writes_the_chosen_options_text_right_before_its_letter(tasks: list[Task]) -> None:
+    """With ``option_thought`` a compact answer's Thought ends ``, <option text>: <letter>.`` for the answered
+    letter (observed or guessed); without it the letter follows the facts directly, as before."""
+    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
+    try:
+        for task in tasks[:12]:
+            ends, answers = {}, set()
+            for echo in (True, False):
+                policy = make_policy(
+                    "synth_teacher", seed=0, limits=LIMITS, compact=True, option_thought=echo
+                )
+                traj = run_episode(env, policy, task.env_options(5), episode_id="t", seed=0)
+                ends[echo] = traj.turns[-1].thought or ""
+                answers.add(traj.answer)
+            (letter,) = answers  # the echo changes the Thought's words only, not what is answered
+            value = task.choices[ord(letter) - ord("A")]
+            assert ends[True] == ends[False].removesuffix(f": {letter}.") + f", {value}: {letter}.", ends
+    finally:
+        env.close()
+
+
 def test_compact_episodes_are_a_fraction_of_the_full_language(tasks: list[Task]) -> None:
     def written(compact: bool) -> int:  # what the agent writes beyond the turn's JSON frame and action
         return sum(

@@ -17,7 +17,8 @@ beep by its pitch and the second of its middle, a beep cut by the span's edge as
 
 Thoughts on this level are compact too (:func:`thought_facts` reads the facts they state):
 ``red 17-43`` (where the red field can lie), ``digit 9 at 34``, ``1000 Hz at 35``, ``green at 41``,
-``no 2000 Hz``, ``no red``; an answer ends ``: D``.
+``no 2000 Hz``, ``no red``; an answer ends ``: D`` (``, 9: D`` when the teacher's ``option_thought``
+writes the chosen option's text before its letter).
 """
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ class SynthTeacherParams(PolicyParams):
     option_thought: bool = Field(
         False,
         description="a multiple-choice answer's Thought names the option holding the observed value "
-        "('7 is option C.'), so the letter is looked up in the question's options, not recalled",
+        "('7 is option C.'; in the compact language the option's text right before the letter: '7: C.'), "
+        "so the letter is looked up in the question's options, not recalled",
     )
     compact: bool = Field(
         False,

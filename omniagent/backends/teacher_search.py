@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from envs.scoring import letters
 from omniagent.backends.synth_compact import sec
 from omniagent.backends.synth_world import Item
 
@@ -320,11 +321,21 @@ def compact_facts(t: SynthTeacherPolicy) -> str:
 
 def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
     """A compact Thought: the cue on the first turn, then the facts so far; an answer's ends with its letter
-    (``not found`` before it when the evidence was never observed)."""
+    (``not found`` before it when the evidence was never observed). With the teacher's ``option_thought`` the
+    chosen option's text stands right before the letter (``red 0-17, digit 9 at 9, 9: D.``), so the letter is
+    looked up from the value just written, whether observed or guessed."""
     g = t.goal
     if action["type"] == "answer":
         found = "" if evidence_found(t) else ", not found"
-        return f"{compact_facts(t)}{found}: {action['content']}."
+        return f"{compact_facts(t)}{found}{_option_echo(t, str(action['content']))}: {action['content']}."
     if t.turn == 1:
         return f"listen for {g.value} Hz." if g.search == "pitch_visual" else f"look for {g.value}."
     return f"{compact_facts(t)}."
+
+
+def _option_echo(t: SynthTeacherPolicy, letter: str) -> str:
+    """``, <option text>`` of the answered letter with ``option_thought`` on a multiple-choice task, else empty."""
+    choices = [str(c) for c in t.info["task"].get("choices") or []]
+    if not t.option_thought or t.info["task"]["task_type"] != "mcq" or letter not in letters(len(choices)):
+        return ""
+    return f", {choices[letters(len(choices)).index(letter)]}"

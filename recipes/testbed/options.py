@@ -29,6 +29,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("--text-width", int, 128, "text model width (heads of 32, MLP twice as wide; recipes/testbed/model.py)"),
     ("--text-layers", int, 4, "text model layers"),
     ("--n-samples", int, 4, "best-of-N teacher episodes per task"),
+    (
+        "--option-echo",
+        int,
+        0,
+        "1: the teacher's answer Thought writes the chosen option's text right before its letter ('9: D.')",
+    ),
     ("--turns", int, 5, "turn budget K of synthesis, RL and eval"),
     ("--token-target", int, 150, "mean tokens per teacher episode the build stage requires (0: no check)"),
     (

@@ -61,6 +61,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         f"seed={args.seed}", f"turn_budget.min={args.turns}", f"turn_budget.max={args.turns}",
         *(f"+env.limits.{k}={v}" for k, v in limit_overrides(args).items()),
         "+teacher.kwargs.compact=true",
+        *(["+teacher.kwargs.option_thought=true"] if args.option_echo else []),
     ]  # fmt: skip
 
 

@@ -26,6 +26,9 @@ def test_the_recipe_sets_up_the_search_level_and_its_caps(tmp_path: Path) -> Non
     assert level_config(args) == {"level": "search", "search_digit_seconds": [1.5, 2.5]}
     synth = " ".join(synth_command(args))
     assert "+teacher.kwargs.compact=true" in synth and "turn_budget.min=5" in synth and "seed=1" in synth
+    assert "option_thought" not in synth
+    echo = parse_args(["--out", str(tmp_path / "sft_s1"), "--option-echo", "1"])
+    assert "+teacher.kwargs.option_thought=true" in synth_command(echo)
     cmd = eval_command(args, args.data / "dev" / "tasks.jsonl", tmp_path / "e", "prior", {"train_tasks": "t"})
     assert "benchmark.max_turns=5" in cmd and "benchmark.limits.max_frames=8" in cmd
     assert (
