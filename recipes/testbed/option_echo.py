@@ -9,10 +9,14 @@ options and counts, by template:
 - ``value right``: of those, the text written is the right option's (the value chosen right);
 - ``outcome``: the environment's reward, over every row.
 
+``--kept PLAIN ECHO`` instead checks that two syntheses of one seed differ in the answer's echo only.
+
 The plan is on docs/experiments/testbed-option-echo.md.
 
     python -m recipes.testbed.option_echo --rows runs/testbed/option_echo/sft_s0/handover/rows.jsonl \\
         --set runs/testbed/data/handover5305
+    python -m recipes.testbed.option_echo --kept runs/testbed/attempt5/sft_s0/sft_data/kept.jsonl \\
+        runs/testbed/option_echo/sft_s0/sft_data/kept.jsonl   # do the syntheses differ in the echo only?
 """
 
 from __future__ import annotations
@@ -80,15 +84,41 @@ def echo_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> 
     }
 
 
+def echo_only(plain: list[dict[str, Any]], echo: list[dict[str, Any]]) -> dict[str, int]:
+    """Two syntheses' kept episodes (``kept.jsonl``), without and with the echo: how many differ only in the final
+    Thought's echo (``echo only``), in anything else (``other``), or exist in one of them alone (``unpaired``)."""
+    by_id = {r["id"]: r for r in plain}
+    out = {"echo only": 0, "other": 0, "unpaired": len(set(by_id) ^ {r["id"] for r in echo})}
+    for b in echo:
+        a = by_id.get(b["id"])
+        if a is None:
+            continue
+        same = [a[k] == b[k] for k in ("answer", "reward", "choices")] + [len(a["turns"]) == len(b["turns"])]
+        same += [
+            x["raw_text"] == y["raw_text"] for x, y in zip(a["turns"][:-1], b["turns"][:-1], strict=False)
+        ]
+        options, letter = letters(len(b["choices"])), str(b["answer"])
+        value = b["choices"][options.index(letter)] if letter in options else ""
+        want = str(a["turns"][-1]["thought"]).removesuffix(f": {letter}.") + f", {value}: {letter}."
+        out["echo only" if all(same) and b["turns"][-1]["thought"] == want else "other"] += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.option_echo", description=__doc__.split("\n")[0]
     )
-    p.add_argument("--rows", type=Path, required=True, help="a handover probe's rows.jsonl")
+    p.add_argument("--rows", type=Path, help="a handover probe's rows.jsonl")
+    p.add_argument("--set", type=Path, help="the set it ran on (its tasks.jsonl has the options)")
     p.add_argument(
-        "--set", type=Path, required=True, help="the set it ran on (its tasks.jsonl has the options)"
+        "--kept", type=Path, nargs=2, metavar=("PLAIN", "ECHO"), help="compare two syntheses instead"
     )
     args = p.parse_args(argv)
+    if args.kept:
+        print(json.dumps(echo_only(read_jsonl(args.kept[0]), read_jsonl(args.kept[1]))))
+        return 0
+    if not (args.rows and args.set):
+        p.error("--rows and --set (or --kept PLAIN ECHO)")
     tasks = {t["id"]: t for t in read_jsonl(args.set / "tasks.jsonl")}
     print(json.dumps(echo_rates(read_jsonl(args.rows), tasks), indent=2))
     return 0

@@ -10,7 +10,7 @@ from envs.limits import EnvLimits
 from envs.synth import generate_benchmark
 from omniagent.episode import run_episode
 from omniagent.policy import make_policy
-from recipes.testbed.option_echo import echo_of, echo_rates, main
+from recipes.testbed.option_echo import echo_of, echo_only, echo_rates, main
 
 CHOICES = ["2", "4", "7", "9"]
 LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
@@ -64,3 +64,32 @@ def test_the_echo_teachers_answers_read_as_followed_and_right_when_rewarded(tmp_
     rates = json.loads(capsys.readouterr().out)
     assert rates["all"]["n"] == len(tasks) and rates["all"]["written"] == 1.0
     assert rates["all"]["letter follows"] == 1.0 and rates["all"]["value right"] == rates["all"]["outcome"]
+
+
+def test_two_syntheses_differ_in_the_echo_only_and_other_changes_are_caught(tmp_path: Path, capsys) -> None:
+    tasks = generate_benchmark(
+        tmp_path / "set", seed=4, n_videos=1, durations=[60.0], config={"level": "search"}
+    )
+    env, kept = OmniVideoEnv(limits=EnvLimits(**LIMITS)), {True: [], False: []}
+    try:
+        for task in tasks[:6]:
+            for echo in (True, False):
+                policy = make_policy(
+                    "synth_teacher", seed=3, limits=LIMITS, compact=True, option_thought=echo
+                )
+                traj = run_episode(env, policy, task.env_options(5), episode_id=task.id, seed=3)
+                kept[echo].append(
+                    {**json.loads(traj.model_dump_json()), "id": task.id, "choices": task.choices}
+                )
+    finally:
+        env.close()
+    assert echo_only(kept[False], kept[True]) == {"echo only": 6, "other": 0, "unpaired": 0}
+    changed = json.loads(json.dumps(kept[True]))
+    changed[0]["turns"][0]["raw_text"] += " "  # an earlier turn differs
+    changed[1]["turns"][-1]["thought"] = changed[1]["turns"][-1]["thought"].replace(", ", ",  ", 1)
+    assert echo_only(kept[False], changed[:5]) == {"echo only": 3, "other": 2, "unpaired": 1}
+    assert echo_only(kept[False], kept[False])["other"] == 6  # no echo at all is not "echo only"
+    for name, rows in (("plain", kept[False]), ("echo", kept[True])):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["--kept", str(tmp_path / "plain.jsonl"), str(tmp_path / "echo.jsonl")]) == 0
+    assert json.loads(capsys.readouterr().out)["echo only"] == 6
