@@ -30,6 +30,7 @@ from typing import Any
 
 from envs.jsonl import read_jsonl
 from envs.scoring import letters
+from recipes.testbed.handover import rate
 
 _ECHO = re.compile(r", ([^,:]+): ([A-Z])\.?$")
 
@@ -68,10 +69,6 @@ def echo_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> 
                 c["written"] += 1
                 c["follows"] += int(letters(len(choices))[choices.index(text)] == letter)
                 c["right"] += int(letters(len(choices))[choices.index(text)] == str(task["answer"]))
-
-    def rate(x: int, n: int) -> float | None:
-        return round(x / n, 3) if n else None
-
     return {
         key: {
             "n": c["n"],
