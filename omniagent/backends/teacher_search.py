@@ -336,6 +336,7 @@ def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
 def _option_echo(t: SynthTeacherPolicy, letter: str) -> str:
     """``, <option text>`` of the answered letter with ``option_thought`` on a multiple-choice task, else empty."""
     choices = [str(c) for c in t.info["task"].get("choices") or []]
-    if not t.option_thought or t.info["task"]["task_type"] != "mcq" or letter not in letters(len(choices)):
+    options = letters(len(choices))
+    if not t.option_thought or t.info["task"]["task_type"] != "mcq" or letter not in options:
         return ""
-    return f", {choices[letters(len(choices)).index(letter)]}"
+    return f", {choices[options.index(letter)]}"

@@ -30,6 +30,7 @@ from typing import Any
 
 from envs.jsonl import read_jsonl
 from envs.scoring import letters
+from envs.tasks import choice_letter
 from recipes.testbed.handover import rate
 
 _ECHO = re.compile(r", ([^,:]+): ([A-Z])\.?$")
@@ -66,9 +67,10 @@ def echo_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> 
             c["reward"] += int(float(row["reward"]) > 0)
             if echo is not None:
                 text, letter = echo
+                holder = choice_letter(choices.index(text))  # the option holding the text written
                 c["written"] += 1
-                c["follows"] += int(letters(len(choices))[choices.index(text)] == letter)
-                c["right"] += int(letters(len(choices))[choices.index(text)] == str(task["answer"]))
+                c["follows"] += int(holder == letter)
+                c["right"] += int(holder == str(task["answer"]))
     return {
         key: {
             "n": c["n"],
