@@ -148,7 +148,7 @@ class OmniVideoEnv(gym.Env[list[Message], str]):
         max_turns = self._check_task(task)
         self._open(str(task["media"]))
         self.task, self.task_id, self.max_turns = task, task.get("id"), max_turns
-        self.scorer = get_scorer(task["task_type"], self.limits.max_answer_chars)
+        self.scorer = get_scorer(task["task_type"], self.limits.max_answer_chars, self.limits.mcq_option_text)
         self.turn, self.frames_used, self.audio_seconds_used, self.clip_seconds_used = 0, 0, 0.0, 0.0
         self._percepts = []
         self._messages = self._first_messages()

@@ -60,6 +60,11 @@ class EnvLimits(BaseModel):
         description="reject JSON wrapped in a ``` code fence instead of unwrapping it",
         json_schema_extra={"cli_negations": ["--lenient-format"]},
     )
+    mcq_option_text: bool = Field(
+        False,
+        description="a multiple-choice answer may also be one option's exact text (case and surrounding "
+        "spaces ignored), scored as that option's letter; the system prompt and the answer schema say so",
+    )
     backend: str = Field(
         "pyav",
         description="video decoder registered in envs.decoders (pyav or decord)",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from envs.scoring import SCORERS, letters
+from envs.scoring import get_scorer, letters
 
 if TYPE_CHECKING:
     from envs.limits import EnvLimits
@@ -57,7 +57,7 @@ def system_prompt(info: MediaInfo, task_type: str, limits: EnvLimits, max_turns:
     return SYSTEM_PROMPT.format(
         kind="video" if info.has_video else "audio recording",
         actions="\n".join(lines),
-        answer_format=SCORERS[task_type].format_hint,
+        answer_format=get_scorer(task_type, option_text=limits.mcq_option_text).format_hint,
         duration=info.duration,
         max_turns=max_turns,
     )

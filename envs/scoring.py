@@ -33,17 +33,19 @@ SCORERS: Registry[type[Scorer]] = Registry("task type")
 register_scorer = SCORERS.register
 
 
-def get_scorer(task_type: str, max_answer_chars: int | None = None) -> Scorer:
+def get_scorer(task_type: str, max_answer_chars: int | None = None, option_text: bool = False) -> Scorer:
     """A fresh scorer for a task type (an unknown type raises, listing the known ones).
-    ``max_answer_chars`` caps a free-form answer (``EnvLimits.max_answer_chars``; ``None``: no cap)."""
-    return SCORERS[task_type](max_answer_chars)
+    ``max_answer_chars`` caps a free-form answer (``EnvLimits.max_answer_chars``; ``None``: no cap);
+    ``option_text`` lets a multiple-choice answer be an option's exact text (``EnvLimits.mcq_option_text``)."""
+    return SCORERS[task_type](max_answer_chars, option_text)
 
 
 class Scorer:
     format_hint = ""  # the answer format, stated in the system prompt
 
-    def __init__(self, max_answer_chars: int | None = None) -> None:
+    def __init__(self, max_answer_chars: int | None = None, option_text: bool = False) -> None:
         self.max_answer_chars = max_answer_chars  # read by the free-form scorer only
+        self.option_text = option_text  # read by the multiple-choice scorer only
 
     def parse(self, content: Any, choices: list[str] | None = None) -> Any:
         return content
@@ -68,14 +70,33 @@ _LETTER = re.compile(r"^\(?([A-Za-z])\)?[.:]?$")
 
 @register_scorer("mcq")
 class MCQScorer(Scorer):
+    """An option's letter (``B``, ``(b)``, ``B.``); with ``option_text`` also an option's exact text (``green``),
+    case and surrounding spaces ignored. A text that names one option while being another's letter is refused as
+    ambiguous, and so is a text that several options share."""
+
     format_hint = 'the letter of one option only, e.g. "B"'
+    text_hint = 'the letter of one option (e.g. "B") or that option\'s exact text'
+
+    def __init__(self, max_answer_chars: int | None = None, option_text: bool = False) -> None:
+        super().__init__(max_answer_chars, option_text)
+        if option_text:
+            self.format_hint = self.text_hint
 
     def parse(self, content: Any, choices: list[str] | None = None) -> str:
-        m = _LETTER.match(str(content).strip())
+        text = str(content).strip()
+        named = self._named(text, choices)
+        m = _LETTER.match(text)
+        if named is not None:
+            if m and m.group(1).upper() in letters(len(choices or [])) and m.group(1).upper() != named:
+                raise AnswerFormatError(f"{text[:40]!r} is option {named}'s text and another option's letter")
+            return named
         if not m:
-            raise AnswerFormatError(
-                f'answer with one option letter only (e.g. "B"), not {str(content)[:40]!r}'
+            what = (
+                "one option letter or one option's exact text"
+                if self.option_text
+                else "one option letter only"
             )
+            raise AnswerFormatError(f'answer with {what} (e.g. "B"), not {text[:40]!r}')
         letter = m.group(1).upper()
         if choices is not None and letter not in letters(len(choices)):
             raise AnswerFormatError(
@@ -83,8 +104,26 @@ class MCQScorer(Scorer):
             )
         return letter
 
+    def _named(self, text: str, choices: list[str] | None) -> str | None:
+        """The letter of the one option whose text is ``text`` (with ``option_text``), else None."""
+        if not (self.option_text and choices and text):
+            return None
+        hits = [
+            x
+            for x, c in zip(letters(len(choices)), choices, strict=True)
+            if str(c).strip().casefold() == text.casefold()
+        ]
+        if len(hits) > 1:
+            raise AnswerFormatError(
+                f"{text[:40]!r} is the text of options {', '.join(hits)}; answer with a letter"
+            )
+        return hits[0] if hits else None
+
     def content_schema(self, choices: list[str] | None, duration: float) -> dict[str, Any]:
-        return {"type": "string", "enum": letters(len(choices)) if choices else list(string.ascii_uppercase)}
+        named = letters(len(choices)) if choices else list(string.ascii_uppercase)
+        if self.option_text and choices:
+            named += [t for t in dict.fromkeys(str(c).strip() for c in choices) if t and t not in named]
+        return {"type": "string", "enum": named}
 
     def score(self, prediction: str, truth: Any, **context: Any) -> float:
         return float(prediction == str(truth).strip().upper())

@@ -46,7 +46,8 @@ def action_schemas(
         "get_clip": span,
     }
     out = [_object({"type": {"const": a}, **shapes[a]}) for a in available_actions(media)]
-    content = get_scorer(task_type, limits.max_answer_chars).content_schema(choices, media.duration)
+    scorer = get_scorer(task_type, limits.max_answer_chars, limits.mcq_option_text)
+    content = scorer.content_schema(choices, media.duration)
     out.append(_object({"type": {"const": "answer"}, "content": content}))
     return out
 

@@ -250,6 +250,24 @@ def test_answer_terminates_with_reward(env: OmniVideoEnv) -> None:
     assert term and reward == 0.0
 
 
+def test_mcq_option_text_opt_in_is_stated_offered_and_scored_as_the_letter(video_path: Path) -> None:
+    """With ``mcq_option_text`` the system prompt says an option's text is an answer, the answer schema lists the
+    texts, and "green" scores as option B; without it the same answer is a format error the agent sees."""
+    task = {"media": str(video_path), "question": "Which?", "task_type": "mcq", "choices": ["red", "green", "blue"],
+            "answer": "B"}  # fmt: skip
+    for opt_in in (True, False):
+        e = OmniVideoEnv(**task, limits={"max_turns": 3, "mcq_option_text": opt_in})
+        obs, info = e.reset()
+        enum = info["final_turn_schema"]["properties"]["action"]["properties"]["content"]["enum"]
+        assert ("exact text" in message_text(obs[0]), "green" in enum) == (opt_in, opt_in)
+        obs, reward, term, _, info = e.step(turn({"type": "answer", "content": " Green"}))
+        if opt_in:
+            assert (term, reward, info["answer"], info["error"]) == (True, 1.0, "B", None)
+        else:
+            assert not term and info["error"] == "answer_invalid" and "Green" in message_text(obs[-1])
+        e.close()
+
+
 def test_turn_budget_truncates(env: OmniVideoEnv) -> None:
     env.reset(options={"max_turns": 3})
     for _ in range(3):

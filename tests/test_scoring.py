@@ -34,6 +34,35 @@ def test_mcq_rejects_a_letter_beyond_the_options() -> None:
     assert get_scorer("mcq").parse("E") == "E"  # without choices any letter parses
 
 
+@pytest.mark.parametrize("text", ["green", "Green", " GREEN ", "B", "(b)"])
+def test_mcq_option_text_opt_in_takes_an_options_exact_text_as_its_letter(text: str) -> None:
+    scorer = get_scorer("mcq", option_text=True)
+    assert scorer.parse(text, CHOICES) == "B" and scorer.score(scorer.parse(text, CHOICES), "B") == 1.0
+    assert "exact text" in scorer.format_hint and "exact text" not in get_scorer("mcq").format_hint
+
+
+@pytest.mark.parametrize("text", ["gree", "green blue", "B. green", "purple", "", "E"])
+def test_mcq_option_text_still_rejects_what_names_no_option(text: str) -> None:
+    with pytest.raises(AnswerFormatError, match="exact text|not an option"):
+        get_scorer("mcq", option_text=True).parse(text, CHOICES)
+
+
+def test_mcq_option_text_refuses_an_ambiguous_text() -> None:
+    scorer = get_scorer("mcq", option_text=True)
+    with pytest.raises(AnswerFormatError, match="another option's letter"):
+        scorer.parse("a", ["b", "a", "c"])  # option B's text, option A's letter
+    assert scorer.parse("a", ["a", "x", "c"]) == "A"  # option A's text and A's letter: the same option
+    with pytest.raises(AnswerFormatError, match="options A, C"):
+        scorer.parse("red", ["red", "blue", "Red"])
+
+
+def test_mcq_answer_schema_lists_the_option_texts_only_with_the_opt_in() -> None:
+    plain = get_scorer("mcq").content_schema(CHOICES, 60.0)
+    assert plain == {"type": "string", "enum": ["A", "B", "C", "D"]}
+    texts = get_scorer("mcq", option_text=True).content_schema(["9", "1000 Hz", " 9 ", "B"], 60.0)
+    assert texts["enum"] == ["A", "B", "C", "D", "9", "1000 Hz"]  # deduplicated; a text that is a letter once
+
+
 @pytest.mark.parametrize(
     "text", ["[[" + "1" * 5000 + ", 2]]", "[" * 5000 + "]" * 5000, "[[1, NaN]]", "[[2, 1]]"]
 )

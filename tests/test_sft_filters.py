@@ -60,3 +60,11 @@ def test_audit_reply_parsing() -> None:
     ):
         with pytest.raises(F.AuditParseError):
             F.parse_audit_reply(bad, 2 if "4}]" in bad else 1)
+
+
+def test_outcome_score_accepts_an_option_text_only_when_the_episodes_env_did() -> None:
+    mcq = dict(
+        task_type="mcq", choices=["red", "green"], ground_truth="B", stop_reason="answered", answer="green"
+    )
+    assert F.outcome_score(_traj([], **mcq, meta={"env_limits": {"mcq_option_text": True}})) == 1.0
+    assert F.outcome_score(_traj([], **mcq)) == 0.0  # a format error under the letter-only scorer

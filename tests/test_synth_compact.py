@@ -179,3 +179,32 @@ def test_compact_is_only_for_the_search_level_and_the_default_stays(tasks: list[
         from omniagent.backends.synth_world import Item
 
         _frame_text([Item("background", "red"), Item("shape", "red square", width=20)])
+
+
+def test_answer_text_answers_with_the_options_text_which_the_auditor_passes_and_the_env_scores(
+    tasks: list[Task],
+) -> None:
+    """With ``answer_text`` (and the environment's ``mcq_option_text``) the teacher's answer is the chosen option's
+    text and its Thought ends ``: <text>.``; everything else is the letter-answering teacher's, the rule-based
+    auditor passes the episode, and the environment records and scores it as that option's letter."""
+    auditor = RulesAuditor()
+    for task in tasks[:12]:
+        played = {}
+        for text in (True, False):
+            env = OmniVideoEnv(limits=EnvLimits(**LIMITS, mcq_option_text=text))
+            try:
+                policy = make_policy("synth_teacher", seed=0, limits=LIMITS, compact=True, answer_text=text)
+                played[text] = run_episode(env, policy, task.env_options(5), episode_id="t", seed=0)
+            finally:
+                env.close()
+        letter = played[False].answer
+        value = task.choices[ord(letter) - ord("A")]
+        assert played[True].turns[-1].action == {"type": "answer", "content": value}, task.id
+        assert (
+            played[True].answer == letter and played[True].reward == played[False].reward
+        )  # scored as its letter
+        assert played[True].turns[-1].thought == played[False].turns[-1].thought.removesuffix(
+            f": {letter}."
+        ) + (f": {value}.")
+        assert [t.raw_text for t in played[True].turns[:-1]] == [t.raw_text for t in played[False].turns[:-1]]
+        assert auditor.audit(played[True]).aggregate == 5, task.id

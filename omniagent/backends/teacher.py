@@ -1,21 +1,20 @@
 """``synth_teacher``: a scripted teacher that perceives, for SFT data on the synthetic benchmark.
 
-Unlike ``oracle`` (which answers the ground truth), this policy searches like an agent should: a
-coarse scan, a sweep of narrower windows, a zoom around what it found, then an answer computed only
-from what it observed. Its Observation states exactly what the percept the environment served showed
-(read from the timestamps on the served message parts, evaluated on the benchmark's timeline; see
-:mod:`omniagent.backends.synth_world`), its Thought cites observed facts and plans the next look.
+Unlike ``oracle`` (which answers the ground truth), this policy searches like an agent should: a coarse scan, a
+sweep of narrower windows, a zoom around what it found, then an answer computed only from what it observed. Its
+Observation states exactly what the percept the environment served showed (read from the timestamps on the served
+message parts, evaluated on the benchmark's timeline; see :mod:`omniagent.backends.synth_world`), its Thought cites
+observed facts and plans the next look.
 
-Strategies are drawn per episode from ``seed`` and the task (coarse scan or not, frames or clips,
-spacing, audio window length, zoom or not, patience, window around a named time), and sweeps are
-stretched to fit the turn budget, so best-of-N samples differ and some fail: an event between two
-sparse frames is missed, an impatient run stops early, and then the answer is a guess.
+Strategies are drawn per episode from ``seed`` and the task (coarse scan or not, frames or clips, spacing, audio
+window length, zoom or not, patience, window around a named time), and sweeps are stretched to fit the turn budget,
+so best-of-N samples differ and some fail: an event between two sparse frames is missed, an impatient run stops
+early, and then the answer is a guess.
 
-With ``error_rate``/``look_error_rate`` it also makes, now and then, the mistakes small agents make
-(an answer in another task type's format, a look whose start is after its end); the environment
-rejects the turn and the next turn says so and takes the same decision again. The mistaken turn is
-marked ``scripted_error``: QC accepts it and the export never makes it a target, so the student
-learns the recovery, not the mistake.
+With ``error_rate``/``look_error_rate`` it also makes, now and then, the mistakes small agents make (an answer in
+another task type's format, a look whose start is after its end); the environment rejects the turn and the next
+turn says so and takes the same decision again. The mistaken turn is marked ``scripted_error``: QC accepts it and
+the export never makes it a target, so the student learns the recovery, not the mistake.
 
 Every template is solvable by perception; ``ff`` answers (one word by construction) are scored by exact match
 when the rule-based auditor (:mod:`rl.synthesis.audit_rules`) stands in for a judge. With ``compact``, turns on
@@ -52,10 +51,10 @@ def _r(x: float) -> float:
 
 class SynthTeacherParams(PolicyParams):
     seed: int | None = Field(
-        0, description="strategy seed, mixed per episode with the media file name and question"
+        0, description="strategy seed, mixed per episode with the media name and question"
     )
     limits: EnvLimits = Field(
-        default_factory=EnvLimits, description="the environment's caps, so every look fits"
+        default_factory=EnvLimits, description="the environment's caps: every look fits"
     )
     error_rate: float = Field(
         0.0,
@@ -77,6 +76,10 @@ class SynthTeacherParams(PolicyParams):
         description="a multiple-choice answer's Thought names the option holding the observed value "
         "('7 is option C.'; in the compact language the option's text right before the letter: '7: C.'), "
         "so the letter is looked up in the question's options, not recalled",
+    )
+    answer_text: bool = Field(
+        False,
+        description="a multiple-choice answer is its option's text, not its letter (needs mcq_option_text)",
     )
     compact: bool = Field(
         False,
@@ -103,7 +106,7 @@ class SynthTeacherPolicy(Policy):
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
         self.per_frame = bool(p.per_frame)
         self.named_frame = bool(p.named_frame)
-        self.option_thought = bool(p.option_thought)
+        self.option_thought, self.answer_text = bool(p.option_thought), bool(p.answer_text)
         self.unit_thought, self.compact_language = bool(p.unit_thought), bool(p.compact)
         self.info: dict[str, Any] = {}
 
@@ -169,8 +172,8 @@ class SynthTeacherPolicy(Policy):
             return None
         if action["type"] == "answer":
             wrong = wrong_format(self.info["task"]["task_type"], self.err_rng, self.duration)
-            if wrong is None:
-                return None
+            if wrong is None or (self.answer_text and str(wrong) in (self.info["task"].get("choices") or [])):
+                return None  # no other format, or a number that is an option's text (a valid answer then)
             self.recovery = "My last answer was rejected: it was not in the required format."
             return {"type": "answer", "content": wrong}
         if not action["end"] > action["start"]:
@@ -329,7 +332,8 @@ class SynthTeacherPolicy(Policy):
         left = self.max_turns - self.turn
         if left <= 0 or not self.queue or self._finished():
             answer = self._answer()
-            return {"type": "answer", "content": answer}, self._answer_thought(answer)
+            content = teacher_search.answer_content(self, answer)
+            return {"type": "answer", "content": content}, self._answer_thought(answer)
         action = self.queue.pop(0)
         self.looks.append(action)
         zoom = any(action is z for z in self.zooms)
@@ -346,10 +350,8 @@ class SynthTeacherPolicy(Policy):
 
     def _nearest(self, items: list[Item] | list[float]) -> Any:
         t = float(self.goal.at or 0.0)
-        key = (
-            (lambda x: abs(x - t)) if items and isinstance(items[0], float) else (lambda s: abs(s.start - t))
-        )
-        return min(items, key=key) if items else None
+        times = items and isinstance(items[0], float)
+        return min(items, key=lambda x: abs((x if times else x.start) - t)) if items else None
 
     def _frame_item(self, t: float, kind: str) -> Item | None:
         return next((i for i in self.memory.frames.get(round(t, 2), []) if i.kind == kind), None)
@@ -481,7 +483,8 @@ class SynthTeacherPolicy(Policy):
             note = " I am out of turns, so I answer from what I have."
         elif not self._evidence_found() and self.was_cut:
             note = " I did not cover the whole file, but I answer from what I have."
-        return f"{self._facts()}{note}{self._option_note()}{self._unit_note()} Answer: {json.dumps(answer)}."
+        written = json.dumps(teacher_search.answer_content(self, answer))
+        return f"{self._facts()}{note}{self._option_note()}{self._unit_note()} Answer: {written}."
 
     def _option_note(self) -> str:
         """With ``option_thought``, where the observed value stands among the options (or that it is not)."""

@@ -327,10 +327,21 @@ def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
     g = t.goal
     if action["type"] == "answer":
         found = "" if evidence_found(t) else ", not found"
-        return f"{compact_facts(t)}{found}{_option_echo(t, str(action['content']))}: {action['content']}."
+        letter = str(action["content"])
+        return f"{compact_facts(t)}{found}{_option_echo(t, letter)}: {answer_content(t, letter)}."
     if t.turn == 1:
         return f"listen for {g.value} Hz." if g.search == "pitch_visual" else f"look for {g.value}."
     return f"{compact_facts(t)}."
+
+
+def answer_content(t: SynthTeacherPolicy, letter: Any) -> Any:
+    """The answer as the teacher writes it: with ``answer_text`` on a multiple-choice task the option's text
+    (``9``, ``1000 Hz``, ``green``), else ``letter`` itself."""
+    choices = [str(c) for c in t.info["task"].get("choices") or []]
+    options = letters(len(choices))
+    if not t.answer_text or t.info["task"]["task_type"] != "mcq" or letter not in options:
+        return letter
+    return choices[options.index(letter)]
 
 
 def _option_echo(t: SynthTeacherPolicy, letter: str) -> str:

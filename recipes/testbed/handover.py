@@ -273,6 +273,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=0, help="the teacher's strategy seed")
     p.add_argument("--limit", type=int, default=0, help="only the set's first N questions (0: all)")
+    p.add_argument("--option-text", type=int, choices=(0, 1), default=0,
+                   help="1: an agent of the recipe's --option-text 1 (answers by the option's text; the teacher too)")  # fmt: skip
     p.add_argument("--last-only", action="store_true", help='play only the handover point "last"')
     p.add_argument("--versus", type=Path, metavar="DIR",
                    help='another run of the same questions: "last" (media) here minus there, paired (OUT/versus.json)')  # fmt: skip

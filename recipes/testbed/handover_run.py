@@ -110,7 +110,7 @@ def question_rows(
 
 
 def run_probe(args: argparse.Namespace) -> None:
-    env, teacher, agent = probe_players(args.model, args.seed)
+    env, teacher, agent = probe_players(args.model, args.seed, bool(getattr(args, "option_text", 0)))
     rows_file = args.out / "rows.jsonl"
     done = {(r["id"], r.get("condition"), r.get("k")) for r in read_jsonl(rows_file, missing_ok=True)}
     blind = blind_media(args.set) if "blind" in args.conditions else {}

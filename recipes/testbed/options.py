@@ -35,6 +35,13 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         0,
         "1: the teacher's answer Thought writes the chosen option's text right before its letter ('9: D.')",
     ),
+    (
+        "--option-text",
+        int,
+        0,
+        "1: a multiple-choice answer is the option's text ('green'), which the environment accepts and scores as "
+        "its letter, and the answer Thought ends with it ('green at 41: green.')",
+    ),
     ("--turns", int, 5, "turn budget K of synthesis, RL and eval"),
     ("--token-target", int, 150, "mean tokens per teacher episode the build stage requires (0: no check)"),
     (
@@ -87,14 +94,16 @@ def level_config(args: argparse.Namespace) -> dict[str, Any]:
     return {"level": "search", "search_digit_seconds": list(digit_seconds(args))}
 
 
-def limit_overrides(args: argparse.Namespace) -> dict[str, float]:
-    """The environment's caps, the same in synthesis, RL and evaluation (the system prompt states them)."""
-    return {
+def limit_overrides(args: argparse.Namespace) -> dict[str, float | bool]:
+    """The environment's caps, the same in synthesis, RL and evaluation (the system prompt states them), and with
+    ``--option-text 1`` its acceptance of an option's text as a multiple-choice answer."""
+    caps: dict[str, float | bool] = {
         "max_frames": args.max_frames,
         "max_clip_s": args.max_clip_s,
         "max_audio_s": args.max_audio_s,
         "max_answer_chars": args.max_answer_chars,
     }
+    return {**caps, "mcq_option_text": True} if args.option_text else caps
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

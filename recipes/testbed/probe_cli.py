@@ -73,9 +73,9 @@ def unseen_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def probe_env() -> Any:
+def probe_env(option_text: bool = False) -> Any:
     """The environment at the recipe's caps and turn budget, on one CPU thread (what the probes and the time-copy
-    stage serve their looks from)."""
+    stage serve their looks from); ``option_text``: as the recipe's ``--option-text 1``."""
     import torch
 
     from envs.env import OmniVideoEnv
@@ -84,18 +84,21 @@ def probe_env() -> Any:
     from recipes.testbed.options import parse_args as recipe_args
 
     torch.set_num_threads(1)
-    recipe = recipe_args([])
+    recipe = recipe_args(["--option-text", str(int(option_text))])
     return OmniVideoEnv(limits=EnvLimits(**limit_overrides(recipe), max_turns=recipe.turns))
 
 
-def probe_players(model: Path, seed: int) -> tuple[Any, Any, Any]:
+def probe_players(model: Path, seed: int, option_text: bool = False) -> tuple[Any, Any, Any]:
     """The environment (:func:`probe_env`), the search teacher (compact language, strategy seed ``seed``) and the
-    agent (greedy, constrained, the recipe's turn limit)."""
+    agent (greedy, constrained, the recipe's turn limit); with ``option_text`` the environment accepts an option's
+    text as the answer and the teacher answers with it (the recipe's ``--option-text 1``)."""
     from omniagent.policy import make_policy
     from recipes.testbed.options import parse_args as recipe_args
 
-    env = probe_env()
-    teacher = make_policy("synth_teacher", seed=seed, limits=env.limits, compact=True)
+    env = probe_env(option_text)
+    teacher = make_policy(
+        "synth_teacher", seed=seed, limits=env.limits, compact=True, answer_text=option_text
+    )
     agent = make_policy(
         "transformers",
         model=str(model),

@@ -62,6 +62,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *(f"+env.limits.{k}={v}" for k, v in limit_overrides(args).items()),
         "+teacher.kwargs.compact=true",
         *(["+teacher.kwargs.option_thought=true"] if args.option_echo else []),
+        *(["+teacher.kwargs.answer_text=true"] if args.option_text else []),
     ]  # fmt: skip
 
 

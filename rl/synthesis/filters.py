@@ -82,7 +82,8 @@ def outcome_score(traj: Trajectory) -> float | None:
         return None
     if traj.task_type == "ff":
         return float(traj.reward) if traj.meta.get("reward_available") else None
-    scorer = get_scorer(traj.task_type)
+    option_text = bool((traj.meta.get("env_limits") or {}).get("mcq_option_text"))  # as the episode's env
+    scorer = get_scorer(traj.task_type, option_text=option_text)
     try:
         prediction = scorer.parse(traj.answer, traj.choices)
     except AnswerFormatError:

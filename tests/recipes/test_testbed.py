@@ -29,6 +29,14 @@ def test_the_recipe_sets_up_the_search_level_and_its_caps(tmp_path: Path) -> Non
     assert "option_thought" not in synth
     echo = parse_args(["--out", str(tmp_path / "sft_s1"), "--option-echo", "1"])
     assert "+teacher.kwargs.option_thought=true" in synth_command(echo)
+    assert not any("answer_text" in x or "mcq_option_text" in x for x in synth_command(args))
+    text = parse_args(["--out", str(tmp_path / "sft_s1"), "--option-text", "1"])
+    assert {"+teacher.kwargs.answer_text=true", "+env.limits.mcq_option_text=True"} <= set(
+        synth_command(text)
+    )
+    assert "benchmark.limits.mcq_option_text=True" in eval_command(
+        text, args.data, tmp_path / "e", "prior", {}
+    )
     cmd = eval_command(args, args.data / "dev" / "tasks.jsonl", tmp_path / "e", "prior", {"train_tasks": "t"})
     assert "benchmark.max_turns=5" in cmd and "benchmark.limits.max_frames=8" in cmd
     assert (

@@ -195,6 +195,16 @@ def test_the_probe_runs_both_conditions_on_a_tiny_agent_and_resumes(search_set: 
     assert {(r["id"], r["condition"]) for r in last} == {
         (r["id"], r["condition"]) for r in played if r["last"]
     }
+    # for an agent that answers with the option's text: the teacher does too, and the same questions are played
+    run_probe(
+        argparse.Namespace(**{**vars(args), "out": tmp_path / "text", "last_only": True, "option_text": 1})
+    )
+    text = [r for r in read_jsonl(tmp_path / "text" / "rows.jsonl") if "reward" in r]
+    assert {(r["id"], r["condition"]) for r in text} == {(r["id"], r["condition"]) for r in last}
+    tasks = {t["id"]: t for t in read_jsonl(search_set / "tasks.jsonl")}
+    for row in text:
+        answer = json.loads(row["teacher"][-1])["action"]["content"]
+        assert answer in tasks[row["id"]]["choices"]  # an option's text, not a letter
 
 
 def test_two_sets_are_compared_by_their_own_episodes_resampling_each_sets_videos() -> None:
