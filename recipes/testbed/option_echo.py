@@ -21,16 +21,13 @@ The plan is on docs/experiments/testbed-option-echo.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from envs.jsonl import read_jsonl
-from envs.scoring import letters
 from envs.tasks import choice_letter
+from recipes.testbed.answer_form import chosen, form_main, last_rows, paired_episodes, same_but_last
 from recipes.testbed.handover import rate
 
 _ECHO = re.compile(r", ([^,:]+): ([A-Z])\.?$")
@@ -55,9 +52,7 @@ def final_thought(turns: list[str]) -> str:
 def echo_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The counts and rates above, by template and over all, of the media condition's "last" rows."""
     counts: dict[str, dict[str, int]] = {}
-    for row in rows:
-        if row.get("condition") != "media" or not row.get("last") or "reward" not in row:
-            continue
+    for row in last_rows(rows):
         task = tasks[row["id"]]
         choices = [str(c) for c in task["choices"]]
         echo = echo_of(final_thought(row["turns"]), choices)
@@ -86,41 +81,19 @@ def echo_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> 
 def echo_only(plain: list[dict[str, Any]], echo: list[dict[str, Any]]) -> dict[str, int]:
     """Two syntheses' kept episodes (``kept.jsonl``), without and with the echo: how many differ only in the final
     Thought's echo (``echo only``), in anything else (``other``), or exist in one of them alone (``unpaired``)."""
-    by_id = {r["id"]: r for r in plain}
-    out = {"echo only": 0, "other": 0, "unpaired": len(set(by_id) ^ {r["id"] for r in echo})}
-    for b in echo:
-        a = by_id.get(b["id"])
-        if a is None:
-            continue
-        same = [a[k] == b[k] for k in ("answer", "reward", "choices")] + [len(a["turns"]) == len(b["turns"])]
-        same += [
-            x["raw_text"] == y["raw_text"] for x, y in zip(a["turns"][:-1], b["turns"][:-1], strict=False)
-        ]
-        options, letter = letters(len(b["choices"])), str(b["answer"])
-        value = b["choices"][options.index(letter)] if letter in options else ""
+    pairs, unpaired = paired_episodes(plain, echo)
+    out = {"echo only": 0, "other": 0, "unpaired": unpaired}
+    for a, b in pairs:
+        letter, value = chosen(b)
         want = str(a["turns"][-1]["thought"]).removesuffix(f": {letter}.") + f", {value}: {letter}."
-        out["echo only" if all(same) and b["turns"][-1]["thought"] == want else "other"] += 1
+        out["echo only" if same_but_last(a, b) and b["turns"][-1]["thought"] == want else "other"] += 1
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m recipes.testbed.option_echo", description=__doc__.split("\n")[0]
+    return form_main(
+        argv, "python -m recipes.testbed.option_echo", __doc__, echo_rates, echo_only, ("PLAIN", "ECHO")
     )
-    p.add_argument("--rows", type=Path, help="a handover probe's rows.jsonl")
-    p.add_argument("--set", type=Path, help="the set it ran on (its tasks.jsonl has the options)")
-    p.add_argument(
-        "--kept", type=Path, nargs=2, metavar=("PLAIN", "ECHO"), help="compare two syntheses instead"
-    )
-    args = p.parse_args(argv)
-    if args.kept:
-        print(json.dumps(echo_only(read_jsonl(args.kept[0]), read_jsonl(args.kept[1]))))
-        return 0
-    if not (args.rows and args.set):
-        p.error("--rows and --set (or --kept PLAIN ECHO)")
-    tasks = {t["id"]: t for t in read_jsonl(args.set / "tasks.jsonl")}
-    print(json.dumps(echo_rates(read_jsonl(args.rows), tasks), indent=2))
-    return 0
 
 
 if __name__ == "__main__":

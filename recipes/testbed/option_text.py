@@ -23,16 +23,13 @@ The plan is on docs/experiments/testbed-option-text.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from envs.jsonl import read_jsonl
-from envs.scoring import letters
 from envs.tasks import choice_letter
+from recipes.testbed.answer_form import chosen, form_main, last_rows, paired_episodes, same_but_last
 from recipes.testbed.handover import rate
 
 _END = re.compile(r": ([^,:]+?)\.?$")
@@ -58,9 +55,7 @@ def written_text(thought: str, choices: list[str]) -> str | None:
 def text_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The counts and rates above, by template and over all, of the media condition's "last" rows."""
     counts: dict[str, dict[str, int]] = {}
-    for row in rows:
-        if row.get("condition") != "media" or not row.get("last") or "reward" not in row:
-            continue
+    for row in last_rows(rows):
         task = tasks[row["id"]]
         choices = [str(c) for c in task["choices"]]
         thought, content = final_turn(row["turns"])
@@ -88,43 +83,25 @@ def text_rates(rows: list[dict[str, Any]], tasks: dict[str, dict[str, Any]]) -> 
 def form_only(plain: list[dict[str, Any]], text: list[dict[str, Any]]) -> dict[str, int]:
     """Two syntheses' kept episodes (``kept.jsonl``), letter and text answers: how many differ only in the answer's
     form (``form only``), in anything else (``other``), or exist in one of them alone (``unpaired``)."""
-    by_id = {r["id"]: r for r in plain}
-    out = {"form only": 0, "other": 0, "unpaired": len(set(by_id) ^ {r["id"] for r in text})}
-    for b in text:
-        a = by_id.get(b["id"])
-        if a is None:
-            continue
-        same = [a[k] == b[k] for k in ("answer", "reward", "choices")] + [len(a["turns"]) == len(b["turns"])]
-        same += [
-            x["raw_text"] == y["raw_text"] for x, y in zip(a["turns"][:-1], b["turns"][:-1], strict=False)
-        ]
-        options, letter = letters(len(b["choices"])), str(b["answer"])
-        value = b["choices"][options.index(letter)] if letter in options else ""
+    pairs, unpaired = paired_episodes(plain, text)
+    out = {"form only": 0, "other": 0, "unpaired": unpaired}
+    for a, b in pairs:
+        letter, value = chosen(b)
         want = str(a["turns"][-1]["thought"]).removesuffix(f": {letter}.") + f": {value}."
         last = b["turns"][-1]
-        ok = all(same) and last["thought"] == want and last["action"] == {"type": "answer", "content": value}
+        ok = (
+            same_but_last(a, b)
+            and last["thought"] == want
+            and last["action"] == {"type": "answer", "content": value}
+        )
         out["form only" if ok else "other"] += 1
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m recipes.testbed.option_text", description=__doc__.split("\n")[0]
+    return form_main(
+        argv, "python -m recipes.testbed.option_text", __doc__, text_rates, form_only, ("LETTER", "TEXT")
     )
-    p.add_argument("--rows", type=Path, help="a handover probe's rows.jsonl")
-    p.add_argument("--set", type=Path, help="the set it ran on (its tasks.jsonl has the options)")
-    p.add_argument(
-        "--kept", type=Path, nargs=2, metavar=("LETTER", "TEXT"), help="compare two syntheses instead"
-    )
-    args = p.parse_args(argv)
-    if args.kept:
-        print(json.dumps(form_only(read_jsonl(args.kept[0]), read_jsonl(args.kept[1]))))
-        return 0
-    if not (args.rows and args.set):
-        p.error("--rows and --set (or --kept LETTER TEXT)")
-    tasks = {t["id"]: t for t in read_jsonl(args.set / "tasks.jsonl")}
-    print(json.dumps(text_rates(read_jsonl(args.rows), tasks), indent=2))
-    return 0
 
 
 if __name__ == "__main__":
