@@ -309,6 +309,15 @@ def test_passive_baseline_runs_with_the_same_answer_format(tasks: list[Task], tm
     assert all(not r["answered"] and r["turn_error_codes"] == {"passive_not_answer": 1} for r in rows2)
 
 
+def test_passive_prompt_states_the_option_text_answer_only_under_the_opt_in() -> None:
+    from envs.media import MediaInfo
+    from omniagent.eval.passive import single_turn_system_prompt
+
+    info = MediaInfo(path="v.mp4", duration=10.0, has_video=True, has_audio=False)
+    assert "exact text" in single_turn_system_prompt(info, "mcq", "You are shown 4 frames.", option_text=True)
+    assert "exact text" not in single_turn_system_prompt(info, "mcq", "You are shown 4 frames.")
+
+
 def test_matched_frame_budget(tmp_path: Path) -> None:
     rows = [{"frames_used": 10}, {"frames_used": 13}, {"frames_used": 0, "stop_reason": "media_error"}]
     assert matched_frame_budget(rows) == 12  # ceil(23 / 2), media errors left out

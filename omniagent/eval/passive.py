@@ -30,7 +30,7 @@ from envs.jsonl import read_jsonl
 from envs.media import MediaInfo, MediaSource
 from envs.messages import Message, text_part
 from envs.percepts import audio_parts, frame_parts
-from envs.scoring import SCORERS
+from envs.scoring import get_scorer
 from omniagent.policy import Policy, PolicyError
 from omniagent.trajectory import Trajectory, TurnRecord
 
@@ -63,11 +63,13 @@ Reply with exactly one JSON object and nothing else (no code fences, no extra te
 - action: the final answer. Format of content: {answer_format}."""
 
 
-def single_turn_system_prompt(info: MediaInfo, task_type: str, shown: str) -> str:
+def single_turn_system_prompt(info: MediaInfo, task_type: str, shown: str, option_text: bool = False) -> str:
+    """The single turn's system prompt; ``option_text``: the environment's ``mcq_option_text`` (the answer format
+    says an option's text is an answer too)."""
     return PASSIVE_SYSTEM.format(
         kind="video" if info.has_video else "audio recording",
         shown=shown,
-        answer_format=SCORERS[task_type].format_hint,
+        answer_format=get_scorer(task_type, option_text=option_text).format_hint,
     )
 
 
@@ -156,14 +158,14 @@ def passive_content(cfg: PassiveConfig) -> ContextBuilder:
     return build
 
 
-def _messages(task: dict[str, Any], media: MediaInfo, ctx: SingleTurnContext) -> list[Message]:
+def _messages(
+    task: dict[str, Any], media: MediaInfo, ctx: SingleTurnContext, option_text: bool = False
+) -> list[Message]:
     """The single turn's context: the system prompt, then what ``ctx`` shows and the question."""
     question = prompts.question_prompt(task["question"], task.get("choices"), media)
+    system = single_turn_system_prompt(media, task["task_type"], ctx.shown, option_text)
     return [
-        {
-            "role": "system",
-            "content": [text_part(single_turn_system_prompt(media, task["task_type"], ctx.shown))],
-        },
+        {"role": "system", "content": [text_part(system)]},
         {"role": "user", "content": [*ctx.parts, text_part("\n" + question)]},
     ]
 
@@ -229,7 +231,7 @@ def single_turn_episode(
     )
     policy.reset({**info, "max_turns": 1, "mode": mode})
     try:
-        out = policy.act(_messages(task, media, ctx))
+        out = policy.act(_messages(task, media, ctx, env.limits.mcq_option_text))
     except PolicyError as exc:
         traj.stop_reason, traj.error = "policy_error", str(exc)
         traj.wall_seconds = time.perf_counter() - wall0
