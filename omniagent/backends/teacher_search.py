@@ -337,17 +337,20 @@ def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
 def answer_content(t: SynthTeacherPolicy, letter: Any) -> Any:
     """The answer as the teacher writes it: with ``answer_text`` on a multiple-choice task the option's text
     (``9``, ``1000 Hz``, ``green``), else ``letter`` itself."""
-    choices = [str(c) for c in t.info["task"].get("choices") or []]
-    options = letters(len(choices))
-    if not t.answer_text or t.info["task"]["task_type"] != "mcq" or letter not in options:
-        return letter
-    return choices[options.index(letter)]
+    text = _option_text(t, letter)
+    return text if t.answer_text and text is not None else letter
 
 
 def _option_echo(t: SynthTeacherPolicy, letter: str) -> str:
     """``, <option text>`` of the answered letter with ``option_thought`` on a multiple-choice task, else empty."""
+    text = _option_text(t, letter)
+    return f", {text}" if t.option_thought and text is not None else ""
+
+
+def _option_text(t: SynthTeacherPolicy, letter: Any) -> str | None:
+    """The text of the option ``letter`` names on a multiple-choice task, else None."""
     choices = [str(c) for c in t.info["task"].get("choices") or []]
     options = letters(len(choices))
-    if not t.option_thought or t.info["task"]["task_type"] != "mcq" or letter not in options:
-        return ""
-    return f", {choices[options.index(letter)]}"
+    if t.info["task"]["task_type"] != "mcq" or letter not in options:
+        return None
+    return choices[options.index(letter)]
