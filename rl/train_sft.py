@@ -163,7 +163,7 @@ def prepare_model(cfg: Any) -> str:
 def refuse_verl_gaps(cfg: Any) -> None:
     """Stop in one line when verl cannot do what the config asks of the model's family (e.g. LoRA on the
     Qwen3-Omni thinker: :func:`omniagent.checkpoint.verl_gaps`); checked on ``model.path`` or, before the
-    thinker is extracted, on ``omni_sft.base_model``."""
+    thinker is extracted, on ``omni_sft.base_model``. Also when ``data.omni.answer_weight`` is not 1."""
     from omegaconf import OmegaConf
 
     from omniagent.checkpoint import verl_gaps
@@ -178,6 +178,12 @@ def refuse_verl_gaps(cfg: Any) -> None:
     gaps = verl_gaps(folder, ["lora"] if lora else [])
     if gaps:
         raise SystemExit(f"rl/train_sft.py cannot train {folder}: {'; '.join(gaps)}")
+    weight = OmegaConf.select(cfg, "data.omni.answer_weight", default=1.0)
+    if weight is not None and float(weight) != 1.0:
+        raise SystemExit(
+            f"data.omni.answer_weight={weight}: verl's SFT loss reads only the 0/1 loss mask; "
+            "per-token weights train with omni_sft.mode=local (rl/sft/weights.py)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -42,6 +42,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "1: a multiple-choice answer is the option's text ('green'), which the environment accepts and scores as "
         "its letter, and the answer Thought ends with it ('green at 41: green.')",
     ),
+    (
+        "--answer-weight",
+        float,
+        1.0,
+        "SFT loss weight of an answer action's tokens, in the text warm-up and full SFT (rl/sft/weights.py; 1: plain)",
+    ),
     ("--turns", int, 5, "turn budget K of synthesis, RL and eval"),
     ("--token-target", int, 150, "mean tokens per teacher episode the build stage requires (0: no check)"),
     (

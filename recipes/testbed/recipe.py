@@ -147,6 +147,7 @@ def sft_command(args: argparse.Namespace) -> list[str]:
         f"omni_sft.local.text_warmup.steps={args.text_warmup_steps}",
         f"omni_sft.local.text_warmup.batch_size={args.text_warmup_batch}",
         f"omni_sft.local.captions.batch_size={args.caption_batch}", f"omni_sft.local.captions.pool={args.data / 'pool'}",
+        f"data.omni.answer_weight={args.answer_weight}",
     ]  # fmt: skip
 
 

@@ -33,6 +33,9 @@ from envs.messages import message_text
 from envs.prompts import option_lines
 from envs.scoring import letters
 from rl.sft.step import optimizer_step
+from rl.sft.weights import reply_weights
+
+TextTurn = tuple[list[int], list[int], list[float]]  # prompt ids, target ids, the target's loss weights
 
 OBSERVATION_PREFIX = '{"observation": '  # a reply in the turn schema's key order opens with it
 THOUGHT_KEY = '"thought":'
@@ -52,13 +55,18 @@ def observation_end(reply: str) -> int:
     return end + gap if rest[gap:].startswith(THOUGHT_KEY) else 0
 
 
-def _split_target(tokenizer: Any, reply: str, observation_loss: bool) -> tuple[list[int], list[int]]:
-    """The reply's token ids as (given, trained): given is its Observation when that is not trained."""
-    enc = tokenizer(reply + "<|im_end|>", add_special_tokens=False, return_offsets_mapping=True)
+def _split_target(
+    tokenizer: Any, reply: str, observation_loss: bool, answer_weight: float = 1.0
+) -> tuple[list[int], list[int], list[float]]:
+    """The reply's token ids as (given, trained, the trained tokens' loss weights): given is its Observation when
+    that is not trained; an answer action's tokens weigh ``answer_weight`` (:mod:`rl.sft.weights`)."""
+    text = reply + "<|im_end|>"
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, cut = list(enc["input_ids"]), 0
     if not observation_loss and (end := observation_end(reply)):
         cut = sum(1 for _, stop in enc["offset_mapping"] if stop <= end)
-    return ids[:cut], ids[cut:]
+    weights = reply_weights(tokenizer, text, reply, answer_weight)
+    return ids[:cut], ids[cut:], weights[cut:]
 
 
 _OPTION_LINE = re.compile(r"^([A-Z])\. (.*)$")
@@ -97,12 +105,14 @@ def short_turns(
     observation_loss: bool = True,
     option_shuffles: int = 0,
     seed: int = 0,
-) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, target ids) per exported SFT row: the task message (question, options) and the
+    answer_weight: float = 1.0,
+) -> list[TextTurn]:
+    """(prompt ids, target ids, target weights) per exported SFT row: the task message (question, options) and the
     turn's latest user message (percept header or error, turn counter) as one user message, then
     the teacher's reply closed by ``<|im_end|>``; without ``observation_loss`` the reply's Observation
     ends the prompt and the target starts at its Thought. Each answer turn that names an option
-    comes ``option_shuffles`` more times with the options reordered (:func:`reorder_options`)."""
+    comes ``option_shuffles`` more times with the options reordered (:func:`reorder_options`). An answer action's
+    target tokens weigh ``answer_weight``, the rest 1."""
     import pyarrow.parquet as pq
 
     rng = random.Random(seed)
@@ -119,23 +129,29 @@ def short_turns(
             for task_text, reply_text in variants:
                 prompt = f"<|im_start|>user\n{task_text}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
                 ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-                given, target = _split_target(tokenizer, reply_text, observation_loss)
-                out.append((list(ids) + given, target))
+                given, target, weights = _split_target(tokenizer, reply_text, observation_loss, answer_weight)
+                out.append((list(ids) + given, target, weights))
     return out
 
 
-def collate_text(samples: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded batch with the loss mask on the target tokens (the shape ``optimizer_step`` takes)."""
-    width = max(len(p) + len(t) for p, t in samples)
+def collate_text(samples: Sequence[TextTurn], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded batch with the loss mask on the target tokens (the shape ``optimizer_step`` takes), and
+    ``loss_weight`` when any target weight is not 1."""
+    width = max(len(p) + len(t) for p, t, _ in samples)
     ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     attention = torch.zeros_like(ids)
     loss_mask = torch.zeros_like(ids)
-    for row, (prompt, target) in enumerate(samples):
+    loss_weight = torch.zeros((len(samples), width), dtype=torch.float32)
+    for row, (prompt, target, weights) in enumerate(samples):
         seq = prompt + target
         ids[row, : len(seq)] = torch.tensor(seq)
         attention[row, : len(seq)] = 1
         loss_mask[row, len(prompt) : len(seq)] = 1
-    return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
+        loss_weight[row, len(prompt) : len(seq)] = torch.tensor(weights, dtype=torch.float32)
+    batch = {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
+    if bool((loss_weight[loss_mask.bool()] != 1.0).any()):
+        batch["loss_weight"] = loss_weight
+    return batch
 
 
 def run_text_warmup(
@@ -150,10 +166,11 @@ def run_text_warmup(
     log_every: int = 0,
     observation_loss: bool = True,
     option_shuffles: int = 0,
+    answer_weight: float = 1.0,
 ) -> list[float]:
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer, constant ``lr``);
     returns the loss before each step."""
-    samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed)
+    samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed, answer_weight)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -194,4 +211,5 @@ def sft_warmup(
         model, tokenizer, list(train_files), steps, int(settings.get("batch_size") or 16),
         float(settings.get("lr") or lr), seed, clip, log_every,
         bool(settings.get("observation_loss", True)), int(settings.get("option_shuffles") or 0),
+        float(settings.get("answer_weight") or 1.0),
     )  # fmt: skip

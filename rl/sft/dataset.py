@@ -35,7 +35,9 @@ Settings read from ``config`` (verl's ``data`` section): ``pad_mode``, ``max_len
 ``processor_path`` / ``model_path`` (default: the tokenizer's path; verl cannot build the Omni
 processor itself, so it passes ``processor=None``), ``image_pixels`` / ``video_pixels``
 (``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``,
-``keep_thinking`` (default true: a target's reasoning block is trained on).
+``keep_thinking`` (default true: a target's reasoning block is trained on), ``answer_weight`` (default 1: an
+answer action's tokens weigh this much in the loss; with any other value an item also carries ``loss_weight`` (L,),
+float, :mod:`rl.sft.weights`).
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from envs.messages import message_text
 from omniagent.backends.convert import build_model_inputs, model_video_kwargs
 from omniagent.checkpoint import checkpoint_family
 from omniagent.families import Thinking, family_for_model_type
 from rl.sft.export import row_messages
+from rl.sft.weights import check_weight, reply_weights
 
 END_OF_TURN = "<|im_end|>"
 # Keys of a processor batch that are not media tensors (the rest feed the rope index and the model).
@@ -179,6 +183,7 @@ class OmniTurnSFTDataset(Dataset):
         self.video_pixels = tuple(int(x) for x in vpix) if vpix else None
         self.allow_audio_in_video = bool(_get(omni, "allow_audio_in_video", True))
         self.keep_thinking = bool(_get(omni, "keep_thinking", True))
+        self.answer_weight = check_weight(_get(omni, "answer_weight", 1.0) or 1.0)
         self.end_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
@@ -242,6 +247,15 @@ class OmniTurnSFTDataset(Dataset):
         loss_mask = torch.zeros(length, dtype=torch.long)
         start = length - n
         loss_mask[start : start + ends[-1] + 1] = 1
+        loss_weight = None
+        if self.answer_weight != 1.0:
+            weights = reply_weights(
+                self.tokenizer, completion, message_text(messages[-1]), self.answer_weight
+            )
+            if len(weights) != n:
+                raise ValueError(f"{sample_id}: the target's offsets do not match its {n} tokens")
+            loss_weight = loss_mask.to(torch.float32)
+            loss_weight[start:] *= torch.tensor(weights, dtype=torch.float32)
 
         use_aiv = bool(batch.get("use_audio_in_video", False))
         mm = {k: v for k, v in batch.items() if k not in NON_MEDIA_KEYS and isinstance(v, torch.Tensor)}
@@ -250,6 +264,8 @@ class OmniTurnSFTDataset(Dataset):
         if length > self.max_length:
             raise ValueError(f"{sample_id}: {length} tokens > data.max_length={self.max_length}")
         item: dict[str, Any] = {"input_ids": input_ids, "position_ids": position_ids, "loss_mask": loss_mask}
+        if loss_weight is not None:
+            item["loss_weight"] = loss_weight
         if self.pad_mode == "right":
             pad = self.max_length - length
             item["input_ids"] = torch.cat([input_ids, torch.full((pad,), self.pad_id, dtype=torch.long)])
@@ -257,6 +273,8 @@ class OmniTurnSFTDataset(Dataset):
                 [torch.ones(length, dtype=torch.long), torch.zeros(pad, dtype=torch.long)]
             )
             item["loss_mask"] = torch.cat([loss_mask, torch.zeros(pad, dtype=torch.long)])
+            if loss_weight is not None:
+                item["loss_weight"] = torch.cat([loss_weight, torch.zeros(pad, dtype=torch.float32)])
             item["position_ids"] = torch.nn.functional.pad(position_ids, (0, pad), value=0)
         if mm:
             item["multi_modal_inputs"] = mm

@@ -41,6 +41,9 @@ def freeze_modules(model: torch.nn.Module, prefixes: Iterable[str] = ENCODER_PRE
     return {"frozen": frozen, "trainable": trainable}
 
 
+LOSS_KEYS = ("loss_mask", "loss_weight")  # a batch's keys that are not model inputs
+
+
 def _pad_last_dim_cat(values: list[torch.Tensor]) -> torch.Tensor:
     width = max(v.shape[-1] for v in values)
     out = []
@@ -73,6 +76,14 @@ def collate(items: Sequence[dict[str, Any]], pad_id: int = 0) -> dict[str, Any]:
         "position_ids": position_ids if rows > 1 else position_ids[0],
         "loss_mask": loss_mask,
     }
+    weighted = ["loss_weight" in it for it in items]
+    if any(weighted):
+        if not all(weighted):
+            raise ValueError("collate: some items carry loss_weight and some do not")
+        loss_weight = torch.zeros((b, width), dtype=torch.float32)
+        for i, (it, n) in enumerate(zip(items, lengths, strict=True)):
+            loss_weight[i, :n] = it["loss_weight"][:n]
+        batch["loss_weight"] = loss_weight
     keys: dict[str, list[torch.Tensor]] = {}
     for it in items:
         for k, v in (it.get("multi_modal_inputs") or {}).items():
@@ -87,7 +98,7 @@ def collate(items: Sequence[dict[str, Any]], pad_id: int = 0) -> dict[str, Any]:
 
 def token_log_probs(model: torch.nn.Module, batch: dict[str, Any]) -> torch.Tensor:
     """(B, L) log p(input_ids[:, t+1] | ..t) at position t (the last position gets 0)."""
-    inputs = {k: v for k, v in batch.items() if k != "loss_mask"}
+    inputs = {k: v for k, v in batch.items() if k not in LOSS_KEYS}
     logits = model(**inputs, use_cache=False).logits.float()
     ids = batch["input_ids"]
     nxt = torch.roll(ids, shifts=-1, dims=1)
@@ -97,13 +108,18 @@ def token_log_probs(model: torch.nn.Module, batch: dict[str, Any]) -> torch.Tens
 
 
 def sft_loss(model: torch.nn.Module, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
-    """verl's SFT loss: mean negative log-likelihood over the (shifted) loss-mask tokens."""
+    """verl's SFT loss: mean negative log-likelihood over the (shifted) loss-mask tokens; returns it and the
+    number of loss tokens. With ``loss_weight`` in the batch (:mod:`rl.sft.weights`) the mean is weighted: the
+    sum of weight times negative log-likelihood over the sum of the weights."""
     lp = token_log_probs(model, batch)
     mask = torch.roll(batch["loss_mask"], shifts=-1, dims=1).to(lp.dtype)
     mask[:, -1] = 0.0
     n = int(mask.sum().item())
     if n == 0:
         raise ValueError("the batch has no loss tokens")
+    if "loss_weight" in batch:
+        weight = torch.roll(batch["loss_weight"], shifts=-1, dims=1).to(lp.dtype) * mask
+        return -(lp * weight).sum() / weight.sum(), n
     return -(lp * mask).sum() / n, n
 
 

@@ -56,7 +56,7 @@ def test_the_text_warmup_gets_its_option_shuffles_from_the_config(
                               "omni_sft.local.steps=1", "omni_sft.local.max_samples=1", "omni_sft.local.text_warmup.steps=1",
                               "omni_sft.local.text_warmup.option_shuffles=3", "trainer.seed=5"])  # fmt: skip
     assert len(launch(cfg)) == 1
-    assert seen == [(3, 5)]  # option shuffles, seeded by the run's seed
+    assert seen == [(3, 5, 1.0)]  # option shuffles, seeded by the run's seed; the answer weight of full SFT
     seen.clear()
     off = compose_recipe_sft([f"model.path={tiny_dir}", f"data.train_files={parquet}", f"omni_sft.run_dir={tmp_path / 'b'}",
                               "omni_sft.local.steps=1", "omni_sft.local.max_samples=1"])  # fmt: skip

@@ -264,3 +264,18 @@ def test_the_timecopy_stage_trains_after_the_glyphs_and_sft_starts_from_it(tmp_p
                             "--stages", "timecopy"])  # fmt: skip
     with pytest.raises(SystemExit, match="glyph"):
         run_stages(no_glyphs)
+
+
+def test_the_answer_weight_reaches_full_sft_and_the_text_warmup(tmp_path: Path) -> None:
+    pytest.importorskip("verl")
+    from recipes.testbed.recipe import CONF, sft_command
+    from rl.train_sft import compose
+
+    args = parse_args(["--out", str(tmp_path / "sft_s0"), "--answer-weight", "10"])
+    cmd = sft_command(args)
+    assert "data.omni.answer_weight=10.0" in cmd
+    plain = sft_command(parse_args(["--out", str(tmp_path / "sft_s0")]))
+    assert "data.omni.answer_weight=1.0" in plain  # the plain loss by default
+    overrides = [x for x in cmd[cmd.index("+exp=testbed") :] if x.startswith(("+exp", "data.omni"))]
+    cfg = compose(overrides, config_dirs=[CONF / "sft"])
+    assert cfg.data.omni.answer_weight == 10.0 and cfg.omni_sft.local.text_warmup.answer_weight == 10.0

@@ -53,13 +53,15 @@ def tiny() -> tuple:
 def test_a_short_turn_is_task_latest_message_and_target_only(tmp_path: Path, tiny: tuple) -> None:
     _, processor = tiny
     tok = processor.tokenizer
-    [(prompt, target)] = short_turns([_parquet(tmp_path)], tok)
+    [(prompt, target, weights)] = short_turns([_parquet(tmp_path)], tok)
+    assert weights == [1.0] * len(target)  # answer_weight 1: the plain loss
     text = tok.decode(prompt)
     assert TASK in text and LATEST in text
     assert "long video" not in text and '"observation": "none"' not in text  # no system prompt, no history
     assert text.startswith("<|im_start|>user\n") and text.endswith("<|im_start|>assistant\n")
     assert tok.decode(target) == TARGET + "<|im_end|>"
-    batch = collate_text([(prompt, target), (prompt[:5], target[:3])], pad_id=0)
+    batch = collate_text([(prompt, target, weights), (prompt[:5], target[:3], weights[:3])], pad_id=0)
+    assert "loss_weight" not in batch
     assert batch["input_ids"].shape == (2, len(prompt) + len(target))
     assert batch["loss_mask"][0].sum() == len(target) and batch["loss_mask"][1].sum() == 3
     assert batch["loss_mask"][0, : len(prompt)].sum() == 0
@@ -70,12 +72,27 @@ def test_without_observation_loss_the_observation_is_given_and_the_thought_train
     tmp_path: Path, tiny: tuple
 ) -> None:
     tok = tiny[1].tokenizer
-    [(prompt, target)] = short_turns([_parquet(tmp_path)], tok)
-    [(given, trained)] = short_turns([_parquet(tmp_path)], tok, observation_loss=False)
+    [(prompt, target, _)] = short_turns([_parquet(tmp_path)], tok)
+    [(given, trained, weights)] = short_turns([_parquet(tmp_path)], tok, observation_loss=False)
     assert given + trained == prompt + target  # the same tokens; only the loss mask moves
     assert tok.decode(given).endswith('{"observation": "Frames 56.40s-57.40s (3): the digit 7.",')
     assert tok.decode(trained).strip() == TARGET[TARGET.index('"thought"') :] + "<|im_end|>"
-    assert collate_text([(given, trained)], pad_id=0)["loss_mask"].sum() == len(trained)
+    assert collate_text([(given, trained, weights)], pad_id=0)["loss_mask"].sum() == len(trained)
+
+
+def test_answer_weight_weighs_the_answer_action_and_nothing_else(tmp_path: Path, tiny: tuple) -> None:
+    tok = tiny[1].tokenizer
+    [(given, trained, weights)] = short_turns(
+        [_parquet(tmp_path)], tok, observation_loss=False, answer_weight=4.0
+    )
+    heavy = [t for t, w in zip(trained, weights, strict=True) if w == 4.0]
+    light = [t for t, w in zip(trained, weights, strict=True) if w == 1.0]
+    assert len(heavy) + len(light) == len(trained)
+    assert tok.decode(heavy).strip().startswith('"action"') and tok.decode(heavy).endswith("}}<|im_end|>")
+    assert tok.decode(light).strip() == '"thought": "Answer: C.",'
+    batch = collate_text([(given, trained, weights)], pad_id=0)
+    assert batch["loss_weight"].sum() == 4.0 * len(heavy) + len(light)
+    assert batch["loss_weight"][0, : len(given)].sum() == 0
 
 
 @pytest.mark.parametrize(
@@ -175,5 +192,5 @@ def test_only_answers_that_name_an_option_are_reordered(tmp_path: Path, tiny: tu
     assert len(short_turns([path], tok)) == 2
     samples = short_turns([path], tok, option_shuffles=3, seed=1)
     assert len(samples) == 5  # the option answer 1 + 3 times, the other once
-    assert len({tuple(prompt) for prompt, _ in samples[:4]}) > 1
+    assert len({tuple(prompt) for prompt, _, _ in samples[:4]}) > 1
     assert samples[4] == short_turns([path], tok)[1]
