@@ -78,6 +78,8 @@ def test_items_weigh_the_answer_action_only(parquet: Path, tiny_dir: Path, datas
         assert tok.decode(item["input_ids"][heavy]).endswith("}}<|im_end|>")
         assert heavy.tolist() == list(range(heavy[0], heavy[-1] + 1))  # the turn's last tokens
     assert answered >= 2
+    with pytest.raises(ValueError, match="positive finite"):  # 0 is refused, not read as the default
+        _weighted_dataset(parquet, tiny_dir, 0)
 
 
 @pytest.mark.slow

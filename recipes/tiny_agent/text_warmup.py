@@ -211,5 +211,5 @@ def sft_warmup(
         model, tokenizer, list(train_files), steps, int(settings.get("batch_size") or 16),
         float(settings.get("lr") or lr), seed, clip, log_every,
         bool(settings.get("observation_loss", True)), int(settings.get("option_shuffles") or 0),
-        float(settings.get("answer_weight") or 1.0),
+        1.0 if settings.get("answer_weight") is None else float(settings["answer_weight"]),
     )  # fmt: skip

@@ -183,7 +183,8 @@ class OmniTurnSFTDataset(Dataset):
         self.video_pixels = tuple(int(x) for x in vpix) if vpix else None
         self.allow_audio_in_video = bool(_get(omni, "allow_audio_in_video", True))
         self.keep_thinking = bool(_get(omni, "keep_thinking", True))
-        self.answer_weight = check_weight(_get(omni, "answer_weight", 1.0) or 1.0)
+        weight = _get(omni, "answer_weight")
+        self.answer_weight = 1.0 if weight is None else check_weight(weight)
         self.end_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
