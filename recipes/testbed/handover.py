@@ -278,6 +278,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--last-only", action="store_true", help='play only the handover point "last"')
     p.add_argument("--versus", type=Path, metavar="DIR",
                    help='another run of the same questions: "last" (media) here minus there, paired (OUT/versus.json)')  # fmt: skip
+    p.add_argument("--versus-name", default="versus.json", help="the file in OUT that --versus writes")
     p.add_argument("--only", type=Path, metavar="SET",
                    help="summarise only the rows of this tasks folder's questions (OUT/summary_<name>.json)")  # fmt: skip
     p.add_argument("--minus", type=Path, metavar="DIR",
@@ -307,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     probe_main(args, run, summary, table, figure)
     if args.versus is not None:
         res = versus(list(read_jsonl(args.out / "rows.jsonl")), list(read_jsonl(args.versus / "rows.jsonl")))
-        write_atomic(args.out / "versus.json", json.dumps(res, indent=2))
+        write_atomic(args.out / args.versus_name, json.dumps(res, indent=2))
         print(f"\n{res['name']} ({args.versus}): " + (fmt(res) if res.get("n") else "no pairs"))
     if args.minus is not None:
         diff = set_difference(

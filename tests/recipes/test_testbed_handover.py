@@ -308,3 +308,25 @@ def test_two_runs_are_paired_by_question_at_the_last_handover() -> None:
     )
     assert res["n"] == 4 and res["mean"] == 0.5 and res["videos"] == 2
     assert res["cue_digit_mcq"]["mean"] == 0.5 and res["cue_pitch_mcq"]["mean"] == 0.5
+
+
+def test_a_finished_run_is_compared_without_playing_again(tmp_path: Path) -> None:
+    """``--summary --versus DIR --versus-name NAME``: the rows already there, paired with another run's, in OUT/NAME."""
+    from envs.jsonl import write_jsonl
+    from recipes.testbed.handover import main
+
+    def rows(rewards: list[float]) -> list[dict[str, Any]]:
+        return [{"id": f"q{i}", "media": f"v{i % 2}", "template": "cue_digit_mcq", "condition": "media", "k": 1,
+                 "last": 1, "reward": r, "turns": [], "parsed": 1, "obs_same": 0, "thought_same": 0, "type_same": 0,
+                 "span_same": 0, "look_hits": None, "teacher_look_hits": None, "letter": 0, "teacher": []}
+                for i, r in enumerate(rewards)]  # fmt: skip
+
+    here, there, tasks = tmp_path / "here", tmp_path / "there", tmp_path / "set"
+    for folder, rewards in ((here, [1, 1, 1, 0]), (there, [0, 1, 0, 0])):
+        folder.mkdir()
+        write_jsonl(folder / "rows.jsonl", rows(rewards))
+    assert main(["--set", str(tasks), "--out", str(here), "--summary", "--versus", str(there),
+                 "--versus-name", "versus_other.json"]) == 0  # fmt: skip
+    got = json.loads((here / "versus_other.json").read_text())
+    assert got == versus(rows([1, 1, 1, 0]), rows([0, 1, 0, 0])) and got["mean"] == 0.5
+    assert not (here / "versus.json").exists() and len(list(read_jsonl(here / "rows.jsonl"))) == 4

@@ -37,16 +37,8 @@ wait_all
 for SEED in 0 1; do
     python -m recipes.testbed.option_text --rows $OUT/sft_s$SEED/handover/rows.jsonl --set $DATA/handover5305 \
         | tee $OUT/sft_s$SEED/handover/links.json
-    python - $OUT/sft_s$SEED/handover runs/testbed/handover/attempt5_s$SEED <<'PY'
-import json, sys
-from pathlib import Path
-from envs.jsonl import read_jsonl, write_atomic
-from recipes.testbed.handover import versus
-here, there = Path(sys.argv[1]), Path(sys.argv[2])
-res = versus(list(read_jsonl(here / "rows.jsonl")), list(read_jsonl(there / "rows.jsonl")))
-write_atomic(here / "versus_attempt5.json", json.dumps(res, indent=2))
-print(json.dumps(res))
-PY
+    python -m recipes.testbed.handover --set $DATA/handover5305 --out $OUT/sft_s$SEED/handover --summary \
+        --versus runs/testbed/handover/attempt5_s$SEED --versus-name versus_attempt5.json
 done
 # calibration on the development set
 for SEED in 0 1; do

@@ -38,16 +38,8 @@ wait_all
 for SEED in 0 1; do
     python -m recipes.testbed.option_text --rows $OUT/sft_s$SEED/handover/rows.jsonl --set $DATA/handover5305 \
         | tee $OUT/sft_s$SEED/handover/links.json
-    python - $OUT/sft_s$SEED/handover runs/testbed/option_echo/sft_s$SEED/handover <<'PY'
-import json, sys
-from pathlib import Path
-from envs.jsonl import read_jsonl, write_atomic
-from recipes.testbed.handover import versus
-here, there = Path(sys.argv[1]), Path(sys.argv[2])
-res = versus(list(read_jsonl(here / "rows.jsonl")), list(read_jsonl(there / "rows.jsonl")))
-write_atomic(here / "versus_echo.json", json.dumps(res, indent=2))
-print(json.dumps(res))
-PY
+    python -m recipes.testbed.handover --set $DATA/handover5305 --out $OUT/sft_s$SEED/handover --summary \
+        --versus runs/testbed/option_echo/sft_s$SEED/handover --versus-name versus_echo.json
 done
 # calibration on the development set
 for SEED in 0 1; do
