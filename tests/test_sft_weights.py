@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rl.sft.weights import answer_action_start, check_weight, token_weights
+from rl.sft.weights import answer_action_start, check_weight, reply_weights, token_weights
 
 ANSWER = json.dumps(
     {"observation": "red 0-17", "thought": "digit 9 at 9: 9.", "action": {"type": "answer", "content": "9"}}
@@ -43,6 +43,20 @@ def test_token_weights_cover_every_token_that_reaches_the_action() -> None:
     for bad in (0, -1, float("inf"), float("nan")):
         with pytest.raises(ValueError, match="positive finite"):
             check_weight(bad)
+
+
+def test_reply_weights_find_the_reply_after_a_reasoning_block() -> None:
+    from omniagent.tiny_model import build_tiny_thinker
+
+    tok = build_tiny_thinker(seed=0)[1].tokenizer
+    assert tok.is_fast
+    text = "<think>the action is key</think>" + ANSWER + "<|im_end|>\n"
+    weights = reply_weights(tok, text, ANSWER, 2.0)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    heavy = tok.decode([t for t, w in zip(ids, weights, strict=True) if w == 2.0])
+    assert heavy.lstrip(" ,").startswith('"action"') and heavy.endswith("<|im_end|>\n")
+    with pytest.raises(ValueError, match="not part of the tokenized target"):
+        reply_weights(tok, "something else", ANSWER, 2.0)
 
 
 def _weighted_dataset(parquet: Path, tiny_dir: Path, weight: float) -> Any:

@@ -61,6 +61,9 @@ def reply_weights(tokenizer: object, text: str, reply: str, weight: float) -> li
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)  # type: ignore[operator]
     if "offset_mapping" not in enc:
         raise ValueError("answer_weight needs a fast tokenizer (one that returns character offsets)")
+    where = text.rfind(reply)
+    if where < 0:
+        raise ValueError("the reply is not part of the tokenized target")
     at = answer_action_start(reply)
-    start = None if at is None else text.rfind(reply) + at
+    start = None if at is None else where + at
     return token_weights([tuple(o) for o in enc["offset_mapping"]], start, weight)
