@@ -215,6 +215,7 @@ class OmniTurnSFTDataset(Dataset):
         return row_messages(self.row(index))
 
     keep_thinking = True  # a target's reasoning block is trained on (data.omni.keep_thinking)
+    answer_weight = 1.0  # the plain loss (data.omni.answer_weight); a subclass without __init__ keeps it
 
     def encode(self, messages: list[dict[str, Any]], sample_id: str = "") -> dict[str, Any]:
         """Tokenize a chat whose last message is the assistant target (see module docs).
