@@ -49,14 +49,13 @@ def test_reply_weights_find_the_reply_after_a_reasoning_block() -> None:
     from omniagent.tiny_model import build_tiny_thinker
 
     tok = build_tiny_thinker(seed=0)[1].tokenizer
-    assert tok.is_fast
     text = "<think>the action is key</think>" + ANSWER + "<|im_end|>\n"
-    weights = reply_weights(tok, text, ANSWER, 2.0)
-    ids = tok(text, add_special_tokens=False)["input_ids"]
+    enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    weights, ids = reply_weights(enc["offset_mapping"], text, ANSWER, 2.0), enc["input_ids"]
     heavy = tok.decode([t for t, w in zip(ids, weights, strict=True) if w == 2.0])
     assert heavy.lstrip(" ,").startswith('"action"') and heavy.endswith("<|im_end|>\n")
     with pytest.raises(ValueError, match="not part of the tokenized target"):
-        reply_weights(tok, "something else", ANSWER, 2.0)
+        reply_weights([(0, 4)], "something else", ANSWER, 2.0)
 
 
 def _weighted_dataset(parquet: Path, tiny_dir: Path, weight: float) -> Any:

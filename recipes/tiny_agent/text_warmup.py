@@ -65,7 +65,7 @@ def _split_target(
     ids, cut = list(enc["input_ids"]), 0
     if not observation_loss and (end := observation_end(reply)):
         cut = sum(1 for _, stop in enc["offset_mapping"] if stop <= end)
-    weights = reply_weights(tokenizer, text, reply, answer_weight)
+    weights = reply_weights(enc["offset_mapping"], text, reply, answer_weight)
     return ids[:cut], ids[cut:], weights[cut:]
 
 

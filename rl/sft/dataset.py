@@ -238,7 +238,9 @@ class OmniTurnSFTDataset(Dataset):
             completion=completion,
         )
         input_ids = batch["input_ids"][0].long()
-        comp_ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
+        weighted = self.answer_weight != 1.0
+        enc = self.tokenizer(completion, add_special_tokens=False, return_offsets_mapping=weighted)
+        comp_ids = enc["input_ids"]
         n = len(comp_ids)
         if n == 0 or input_ids[-n:].tolist() != list(comp_ids):
             raise ValueError(f"{sample_id}: the target's tokens are not a suffix of the tokenized chat")
@@ -250,12 +252,9 @@ class OmniTurnSFTDataset(Dataset):
         start = length - n
         loss_mask[start : start + ends[-1] + 1] = 1
         loss_weight = None
-        if self.answer_weight != 1.0:
-            weights = reply_weights(
-                self.tokenizer, completion, message_text(messages[-1]), self.answer_weight
-            )
-            if len(weights) != n:
-                raise ValueError(f"{sample_id}: the target's offsets do not match its {n} tokens")
+        if weighted:
+            reply = message_text(messages[-1])
+            weights = reply_weights(enc["offset_mapping"], completion, reply, self.answer_weight)
             loss_weight = loss_mask.to(torch.float32)
             loss_weight[start:] *= torch.tensor(weights, dtype=torch.float32)
 

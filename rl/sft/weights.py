@@ -54,16 +54,12 @@ def token_weights(offsets: Sequence[tuple[int, int]], start: int | None, weight:
     return [weight if stop > start else 1.0 for _, stop in offsets]
 
 
-def reply_weights(tokenizer: object, text: str, reply: str, weight: float) -> list[float]:
-    """The weights of ``tokenizer(text)``'s tokens, where ``text`` contains the turn-schema ``reply`` (the last
-    occurrence counts): a target closed by ``<|im_end|>``, perhaps after a reasoning block. Needs a fast tokenizer
-    (character offsets)."""
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)  # type: ignore[operator]
-    if "offset_mapping" not in enc:
-        raise ValueError("answer_weight needs a fast tokenizer (one that returns character offsets)")
+def reply_weights(offsets: Sequence[Sequence[int]], text: str, reply: str, weight: float) -> list[float]:
+    """The weights of the tokens of ``text`` (their ``(start, stop)`` character offsets, as a fast tokenizer's
+    ``return_offsets_mapping=True`` gives them), where ``text`` contains the turn-schema ``reply`` (the last
+    occurrence counts): a target closed by ``<|im_end|>``, perhaps after a reasoning block."""
     where = text.rfind(reply)
     if where < 0:
         raise ValueError("the reply is not part of the tokenized target")
     at = answer_action_start(reply)
-    start = None if at is None else where + at
-    return token_weights([tuple(o) for o in enc["offset_mapping"]], start, weight)
+    return token_weights([(int(a), int(b)) for a, b in offsets], None if at is None else where + at, weight)
