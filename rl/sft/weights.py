@@ -57,7 +57,10 @@ def token_weights(offsets: Sequence[tuple[int, int]], start: int | None, weight:
 def reply_weights(offsets: Sequence[Sequence[int]], text: str, reply: str, weight: float) -> list[float]:
     """The weights of the tokens of ``text`` (their ``(start, stop)`` character offsets, as a fast tokenizer's
     ``return_offsets_mapping=True`` gives them), where ``text`` contains the turn-schema ``reply`` (the last
-    occurrence counts): a target closed by ``<|im_end|>``, perhaps after a reasoning block."""
+    occurrence counts): a target closed by ``<|im_end|>``, perhaps after a reasoning block. Weight 1: every token
+    weighs 1, and nothing is parsed (the plain loss, e.g. the text warm-up's default)."""
+    if check_weight(weight) == 1.0:
+        return [1.0] * len(offsets)
     where = text.rfind(reply)
     if where < 0:
         raise ValueError("the reply is not part of the tokenized target")
