@@ -28,11 +28,13 @@ from omniagent.backends.synth_world import Percept, SynthWorld, WorldError
 from recipes.tiny_agent.frame_captions import (
     CaptionBatches,
     WorldCache,
+    decoded,
     decoded_frames,
     event_times,
     frame_prompt,
     latest_percept,
     percept_chats,
+    stub_rows,
     teacher_observation,
     two_turn_chat,
     without_turn_notice,
@@ -105,16 +107,15 @@ class CompactCaptions(CaptionBatches):
     """:class:`~recipes.tiny_agent.frame_captions.CaptionBatches` with compact targets and audio captions."""
 
     def __init__(self, dataset: Any, settings: dict[str, Any], seed: int) -> None:  # noqa: D107
-        rows = [
-            (str(dataset.row(i).get("media_path") or ""), dataset.messages(i)) for i in range(len(dataset))
-        ]
+        rows = stub_rows(dataset)
         pool = settings.get("pool")
         self.chats = frame_chats(rows) + (pool_chats(pool, seed) if pool else [])
         self.whole = percept_chats(rows)
         self.sounds = audio_chats(rows)
         if not self.chats or not self.whole:
             raise ValueError("testbed captions: no frame of the SFT data has a synthetic sidecar")
-        self.encode, self.pad_id = dataset.encode, int(dataset.pad_id)
+        self.encode = lambda chat: dataset.encode(decoded(dataset, chat))
+        self.pad_id = int(dataset.pad_id)
         self.batch_size, self.seed = int(settings["batch_size"]), seed
         self.percepts, self.audio = int(settings.get("percepts") or 0), int(settings.get("audio") or 0)
         share = settings.get("event_share")

@@ -30,6 +30,7 @@ from envs.actions import FormatError, parse_turn
 from envs.messages import message_text
 from envs.prompts import is_turn_notice
 from omniagent.backends.synth_world import SynthWorld, WorldError, frame_sentences, parse_observation
+from rl.sft.export import stub_messages, unpack_part
 from rl.sft.step import collate
 
 
@@ -207,6 +208,38 @@ def pool_chats(media_dir: str | Path, seed: int, per_event: int = 2) -> list[lis
 
 
 CACHE_ITEMS = 2048  # encoded captions kept in memory (a whole look's pixel values are a few MB)
+ROW_KEY = "_sft_row"  # a caption's media part not yet decoded: the SFT row whose blobs hold it
+
+
+def stub_rows(dataset: Any) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(media_path, messages)`` of every SFT row with its media parts left packed and tagged with the row
+    (:func:`rl.sft.export.stub_messages`): the caption chats are built from these and hold no pixels or samples,
+    so their memory does not grow with the SFT data (decoded, 18,800 turns held 17 GB); :func:`decoded` restores
+    a chat's media when it is encoded."""
+    rows = []
+    for i in range(len(dataset)):
+        row = dataset.row(i)
+        rows.append((str(row.get("media_path") or ""), stub_messages(row["messages"], {ROW_KEY: i})))
+    return rows
+
+
+def decoded(dataset: Any, chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``chat`` with every stub media part decoded from its row's blobs: the part :func:`rl.sft.export.row_messages`
+    gives (parts without a stub, such as the pool's decoded frames, stay as they are)."""
+    blobs: dict[int, list[bytes]] = {}
+
+    def part(p: dict[str, Any]) -> dict[str, Any]:
+        if ROW_KEY not in p:
+            return p
+        row = int(p[ROW_KEY])
+        if row not in blobs:
+            blobs[row] = dataset.row(row)["blobs"]
+        return unpack_part({k: v for k, v in p.items() if k != ROW_KEY}, blobs[row])
+
+    return [
+        m if isinstance(m["content"], str) else {**m, "content": [part(p) for p in m["content"]]}
+        for m in chat
+    ]
 
 
 class CaptionBatches:
@@ -225,9 +258,7 @@ class CaptionBatches:
         percepts: int = 0,
         pool: str | Path | None = None,
     ) -> None:
-        rows = [
-            (str(dataset.row(i).get("media_path") or ""), dataset.messages(i)) for i in range(len(dataset))
-        ]
+        rows = stub_rows(dataset)
         self.chats = caption_chats(rows) + (pool_chats(pool, seed) if pool else [])
         self.whole = percept_chats(rows) if percepts > 0 else []
         if not self.chats or (percepts > 0 and not self.whole):
@@ -235,7 +266,9 @@ class CaptionBatches:
                 "omni_sft.local.captions: no frame of the SFT data has a synthetic-benchmark sidecar "
                 "(captions need media built by `python -m envs.synth`); set captions.batch_size=0"
             )
-        self.encode: Callable[[list[dict[str, Any]]], dict[str, Any]] = dataset.encode
+        self.encode: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda chat: dataset.encode(
+            decoded(dataset, chat)
+        )
         self.pad_id = int(dataset.pad_id)
         self.batch_size, self.seed, self.percepts = batch_size, seed, percepts
         # About 1 served frame in 5 shows more than the background; without oversampling those, the

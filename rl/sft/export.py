@@ -187,50 +187,61 @@ def pack_messages(messages: list[Message]) -> tuple[list[dict[str, Any]], list[b
     return packed, blobs
 
 
+def unpack_part(p: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+    """One packed content part in the environment's message format, its media decoded from ``blobs``."""
+    kind = p["type"]
+    if kind == "text":
+        return text_part(p["text"])
+    if kind == "image":
+        return {"type": "image", "image": decode_png(blobs[p["blob"]]), "timestamp": p.get("timestamp")}
+    if kind == "audio":
+        samples, sr = decode_wav(blobs[p["blob"]])
+        return {
+            "type": "audio",
+            "audio": samples,
+            "sampling_rate": sr,
+            "start": p.get("start"),
+            "end": p.get("end"),
+        }
+    if kind == "video":
+        audio = None if p.get("audio_blob") is None else decode_wav(blobs[p["audio_blob"]])[0]
+        return {
+            "type": "video",
+            "video": np.stack([decode_png(blobs[i]) for i in p["frame_blobs"]]),
+            "timestamps": list(p.get("timestamps") or []),
+            "fps": p.get("fps"),
+            "audio": audio,
+            "sampling_rate": p.get("sampling_rate", SAMPLE_RATE),
+            "start": p.get("start"),
+            "end": p.get("end"),
+        }
+    raise ValueError(f"unknown content part type {kind!r}")
+
+
 def unpack_messages(packed: list[dict[str, Any]] | str, blobs: list[bytes]) -> list[Message]:
     """Inverse of :func:`pack_messages`: the environment's message format with numpy media."""
     if isinstance(packed, str):
         packed = json.loads(packed)
-    out: list[Message] = []
-    for m in packed:
-        parts = []
-        for p in m["content"]:
-            kind = p["type"]
-            if kind == "text":
-                parts.append(text_part(p["text"]))
-            elif kind == "image":
-                parts.append(
-                    {"type": "image", "image": decode_png(blobs[p["blob"]]), "timestamp": p.get("timestamp")}
-                )
-            elif kind == "audio":
-                samples, sr = decode_wav(blobs[p["blob"]])
-                parts.append(
-                    {
-                        "type": "audio",
-                        "audio": samples,
-                        "sampling_rate": sr,
-                        "start": p.get("start"),
-                        "end": p.get("end"),
-                    }
-                )
-            elif kind == "video":
-                audio = None if p.get("audio_blob") is None else decode_wav(blobs[p["audio_blob"]])[0]
-                parts.append(
-                    {
-                        "type": "video",
-                        "video": np.stack([decode_png(blobs[i]) for i in p["frame_blobs"]]),
-                        "timestamps": list(p.get("timestamps") or []),
-                        "fps": p.get("fps"),
-                        "audio": audio,
-                        "sampling_rate": p.get("sampling_rate", SAMPLE_RATE),
-                        "start": p.get("start"),
-                        "end": p.get("end"),
-                    }
-                )
-            else:
-                raise ValueError(f"unknown content part type {kind!r}")
-        out.append({"role": m["role"], "content": parts, **_reasoning(m)})  # type: ignore[typeddict-item]
-    return out
+    return [
+        {"role": m["role"], "content": [unpack_part(p, blobs) for p in m["content"]], **_reasoning(m)}  # type: ignore[typeddict-item]
+        for m in packed
+    ]
+
+
+def stub_messages(packed: list[dict[str, Any]] | str, tag: dict[str, Any]) -> list[dict[str, Any]]:
+    """:func:`unpack_messages` without decoding: text parts as they unpack, each media part left packed (its type,
+    times and blob indices) with ``tag``'s keys added, so that a caller can hold many rows' chats in little memory
+    and decode a part later with :func:`unpack_part` (after removing ``tag``'s keys)."""
+    if isinstance(packed, str):
+        packed = json.loads(packed)
+    return [
+        {
+            "role": m["role"],
+            "content": [text_part(p["text"]) if p["type"] == "text" else {**p, **tag} for p in m["content"]],
+            **_reasoning(m),
+        }
+        for m in packed
+    ]
 
 
 # --------------------------------------------------------------------------------------------------

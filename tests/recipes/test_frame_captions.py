@@ -119,6 +119,49 @@ def test_batches_are_seeded_by_step_and_training_reads_the_image(dataset: Any) -
         assert float(sft_loss(model, rolled)[0]) > after + 0.2  # measured: 1.75 vs 1.20
 
 
+def same(a: Any, b: Any) -> bool:
+    """Equal encoded items: tensors element for element, containers item for item."""
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, dict):
+        return isinstance(b, dict) and set(a) == set(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return (
+            isinstance(b, list | tuple)
+            and len(a) == len(b)
+            and all(same(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return bool(a == b)
+
+
+def test_captions_hold_no_media_and_encode_as_the_decoded_rows(dataset: Any) -> None:
+    """The chats keep each SFT row's media packed (their memory does not grow with the data); an item decodes them
+    on demand into exactly what the decoded rows give, so every batch is the one eager decoding would make."""
+    from recipes.tiny_agent.frame_captions import ROW_KEY, decoded, stub_rows
+
+    eager = [(str(dataset.row(i).get("media_path") or ""), dataset.messages(i)) for i in range(len(dataset))]
+    media = [
+        p
+        for chat in stub_rows(dataset)
+        for m in chat[1]
+        if not isinstance(m["content"], str)
+        for p in m["content"]
+    ]
+    media = [p for p in media if p["type"] != "text"]
+    assert media and all(ROW_KEY in p and "image" not in p and "audio" not in p for p in media)
+
+    captions = CaptionBatches(dataset, batch_size=4, seed=1, event_share=0.5, percepts=2)
+    assert all(ROW_KEY in p for chat in captions.chats for p in chat[0]["content"] if p["type"] == "image")
+    for kind, chats, held in (
+        ("frame", caption_chats(eager), captions.chats),
+        ("percept", percept_chats(eager), captions.whole),
+    ):
+        assert len(chats) == len(held)
+        for i in range(len(chats)):
+            assert same(captions._item(kind, i), dataset.encode(chats[i]))
+            assert json.dumps(decoded(dataset, held[i]), default=repr) == json.dumps(chats[i], default=repr)
+
+
 def test_event_share_oversamples_frames_that_show_an_event(dataset: Any) -> None:
     plain = CaptionBatches(dataset, batch_size=8, seed=2)
     assert plain.events and plain.plain  # the fixture's episodes zoom in on shapes, flashes, digits
