@@ -78,7 +78,9 @@ def test_compact_caption_items_encode_as_the_decoded_rows(dataset: Any, tmp_path
         assert chats and len(chats) == len(held), kind  # the episodes look at frames and listen
         for i, chat in enumerate(chats):
             stubs = [p for p in held[i][0]["content"] if p["type"] != "text"]
-            assert stubs and all(ROW_KEY in p and "image" not in p and "audio" not in p for p in stubs)  # none decoded
+            assert stubs and all(
+                ROW_KEY in p and "image" not in p and "audio" not in p for p in stubs
+            )  # none decoded
             assert same(captions._item(kind, i), dataset.encode(chat)), (kind, i)
     a, b = captions.batch(2), captions.batch(2)
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["pixel_values"], b["pixel_values"])
