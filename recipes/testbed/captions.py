@@ -28,7 +28,6 @@ from omniagent.backends.synth_world import Percept, SynthWorld, WorldError
 from recipes.tiny_agent.frame_captions import (
     CaptionBatches,
     WorldCache,
-    decoded,
     decoded_frames,
     event_times,
     frame_prompt,
@@ -114,8 +113,7 @@ class CompactCaptions(CaptionBatches):
         self.sounds = audio_chats(rows)
         if not self.chats or not self.whole:
             raise ValueError("testbed captions: no frame of the SFT data has a synthetic sidecar")
-        self.encode = lambda chat: dataset.encode(decoded(dataset, chat))
-        self.pad_id = int(dataset.pad_id)
+        self.dataset, self.pad_id = dataset, int(dataset.pad_id)
         self.batch_size, self.seed = int(settings["batch_size"]), seed
         self.percepts, self.audio = int(settings.get("percepts") or 0), int(settings.get("audio") or 0)
         share = settings.get("event_share")

@@ -266,9 +266,7 @@ class CaptionBatches:
                 "omni_sft.local.captions: no frame of the SFT data has a synthetic-benchmark sidecar "
                 "(captions need media built by `python -m envs.synth`); set captions.batch_size=0"
             )
-        self.encode: Callable[[list[dict[str, Any]]], dict[str, Any]] = lambda chat: dataset.encode(
-            decoded(dataset, chat)
-        )
+        self.dataset = dataset
         self.pad_id = int(dataset.pad_id)
         self.batch_size, self.seed, self.percepts = batch_size, seed, percepts
         # About 1 served frame in 5 shows more than the background; without oversampling those, the
@@ -279,6 +277,10 @@ class CaptionBatches:
         self.whole_events = [i for i, chat in enumerate(self.whole) if _shows_event(chat)]
         self.whole_plain = [i for i, chat in enumerate(self.whole) if not _shows_event(chat)]
         self._items: OrderedDict[tuple[str, int], dict[str, Any]] = OrderedDict()
+
+    def encode(self, chat: list[dict[str, Any]]) -> dict[str, Any]:
+        """One caption chat as a training item, its media decoded from the SFT rows (:func:`decoded`)."""
+        return self.dataset.encode(decoded(self.dataset, chat))
 
     def _cached(self, key: tuple[str, int], make: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """An encoded caption, kept for reuse (encoding the images dominates a step); the least recently used is

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from encoded_items import same
 
 from envs.env import OmniVideoEnv
 from envs.synth import generate_benchmark
@@ -117,21 +118,6 @@ def test_batches_are_seeded_by_step_and_training_reads_the_image(dataset: Any) -
     rolled["pixel_values"] = torch.roll(held["pixel_values"], per, 0)  # each caption gets another frame
     with torch.no_grad():
         assert float(sft_loss(model, rolled)[0]) > after + 0.2  # measured: 1.75 vs 1.20
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal encoded items: tensors element for element, containers item for item."""
-    if torch.is_tensor(a):
-        return torch.is_tensor(b) and a.shape == b.shape and bool(torch.equal(a, b))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and set(a) == set(b) and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple):
-        return (
-            isinstance(b, list | tuple)
-            and len(a) == len(b)
-            and all(same(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return bool(a == b)
 
 
 def test_captions_hold_no_media_and_encode_as_the_decoded_rows(dataset: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from encoded_items import same
 
 from envs.env import OmniVideoEnv
 from envs.limits import EnvLimits
@@ -18,15 +19,6 @@ from omniagent.policy import make_policy
 from recipes.testbed.captions import CompactCaptions, audio_chats, frame_chats
 from recipes.tiny_agent.frame_captions import ROW_KEY, percept_chats
 from rl.sft import export as sft_export
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal encoded items: tensors element for element, containers item for item."""
-    if torch.is_tensor(a):
-        return torch.is_tensor(b) and a.shape == b.shape and bool(torch.equal(a, b))
-    if isinstance(a, dict):
-        return isinstance(b, dict) and set(a) == set(b) and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 @pytest.fixture(scope="module")
