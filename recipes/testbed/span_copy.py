@@ -1,0 +1,367 @@
+"""The search step with the teacher's Observation given: does the text warm-up teach the agent where to look next?
+
+    python -m recipes.testbed.span_copy train --init runs/testbed/sft_s0/init \\
+        --data runs/testbed/sft_s0/sft_data/train.parquet --seed 0 --out runs/testbed/span_copy/w96_s0
+    python -m recipes.testbed.span_copy measure --model runs/testbed/span_copy/w96_s0 \\
+        --probes runs/testbed/span_copy/fresh_teacher/sft_data/train.parquet --tasks runs/testbed/data/study_5307
+    python -m recipes.testbed.span_copy analyse --arm w96=runs/testbed/span_copy/w96 \\
+        --arm w480=runs/testbed/span_copy/w480 --seeds 0 1 2 3 4 --primary w480-w96
+
+``train`` builds the untrained agent from ``--init``'s config and tokenizer with its weights drawn from ``--seed``,
+and runs the recipe's text warm-up on it (:func:`recipes.tiny_agent.text_warmup.run_text_warmup`: each teacher turn
+with its question and latest message, the teacher's Observation given, the Thought and action trained).
+
+``measure`` takes the teacher's second turns of ``--probes`` (SFT rows of teacher episodes on a fresh set) whose
+question names a colour (``cue_digit_mcq``, ``cue_pitch_mcq``) and whose first turn looked at frames over at least
+half the file. Each probe is the warm-up's own sample: the question, the latest message and the teacher's
+Observation of that look. The model continues it greedily (up to ``--max-new`` tokens), and the turn it writes is
+scored as :mod:`recipes.testbed.search_step` scores an episode's second turn: cue named, span holds (the Thought's
+span contains the evidence), look meets (the action's span meets it). The teacher's own turn is scored the same way.
+
+``analyse`` reads each seed's ``probe.json`` (arm folders ``<prefix>_s<seed>``) and gives each seed's rates with
+intervals over videos, then the primary difference of two arms paired by seed: a t-interval over seeds (the seed
+is the unit) and a two-level bootstrap (seeds, then videos).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.jsonl import read_jsonl, write_atomic
+from envs.messages import message_text
+from recipes.testbed.analysis import detectable, t_interval, two_level_bootstrap
+from recipes.testbed.handover_run import overlaps
+from recipes.testbed.search_step import MEASURES, TEMPLATES, cue_named, rate, span_holds
+
+FLOOR_SHARE = 0.25  # a Thought naming one of the four colours at random, that colour's span as the teacher's
+WARMUP = {
+    "steps": 1200,
+    "batch_size": 16,
+    "lr": 2e-3,
+}  # the recipe's text warm-up (conf/sft/exp/testbed.yaml)
+_CUE = re.compile(r"background is (\w+)")
+
+
+# --- probes -----------------------------------------------------------------------------------------------------
+
+
+def parse_reply(text: str) -> tuple[str, dict[str, Any]]:
+    """(Thought, action) of a turn reply; a reply that is not the turn's JSON gives ("", {})."""
+    try:
+        reply = json.loads(text)
+    except json.JSONDecodeError:
+        return "", {}
+    if not isinstance(reply, dict):
+        return "", {}
+    action = reply.get("action")
+    return str(reply.get("thought") or ""), action if isinstance(action, dict) else {}
+
+
+def probe_of(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | None:
+    """The probe of one SFT row: the second turn of a cue question whose first turn looked at frames over at least
+    half the file, else None."""
+    if row["turn"] != 2 or task.get("extra", {}).get("template") not in TEMPLATES:
+        return None
+    messages = json.loads(row["messages"])
+    first = [m for m in messages[:-1] if m["role"] == "assistant"]
+    if len(first) != 1:
+        raise ValueError(f"{row['id']}: a second turn's context holds {len(first)} assistant turns")
+    _, look = parse_reply(message_text(first[0]))
+    try:
+        width = float(look["end"]) - float(look["start"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if look.get("type") != "get_frames" or width < 0.5 * float(task["duration"]):
+        return None
+    cue = _CUE.search(task["question"])
+    if cue is None:
+        raise ValueError(f"{task['id']}: a cue question names no background colour")
+    return {
+        "id": row["id"], "task": task["id"], "video": Path(task["media"]).name,
+        "template": task["extra"]["template"], "cue": cue.group(1), "evidence": task["evidence"],
+        "task_text": next(message_text(m) for m in messages if m["role"] == "user"),
+        "latest": message_text(messages[-2]), "reply": message_text(messages[-1]),
+    }  # fmt: skip
+
+
+def load_probes(parquet: Path, tasks_dir: Path) -> list[dict[str, Any]]:
+    """Every probe of ``parquet`` (teacher episodes' SFT rows) against the set's ``tasks.jsonl``."""
+    import pyarrow.parquet as pq
+
+    tasks = {str(t["id"]): t for t in read_jsonl(tasks_dir / "tasks.jsonl")}
+    columns = ["id", "task_id", "turn", "messages"]
+    probes = []
+    for row in pq.read_table(str(parquet), columns=columns).to_pylist():
+        if row["task_id"] not in tasks:
+            raise ValueError(
+                f"{parquet}: row {row['id']} answers {row['task_id']}, not a question of {tasks_dir}"
+            )
+        probe = probe_of(row, tasks[row["task_id"]])
+        if probe is not None:
+            probes.append(probe)
+    return probes
+
+
+def observation_of(reply: str) -> str:
+    """The Observation a turn reply opens with ("" when it is not the turn's JSON)."""
+    try:
+        return str(json.loads(reply).get("observation") or "")
+    except (json.JSONDecodeError, AttributeError):
+        return ""
+
+
+def training_observations(parquets: Sequence[Path]) -> set[str]:
+    """Every second-turn Observation of the training rows: a probe whose Observation is among them was seen."""
+    import pyarrow.parquet as pq
+
+    seen = set()
+    for path in parquets:
+        for row in pq.read_table(str(path), columns=["turn", "messages"]).to_pylist():
+            if row["turn"] == 2:
+                seen.add(observation_of(message_text(json.loads(row["messages"])[-1])))
+    return seen
+
+
+def score(thought: str, action: dict[str, Any], probe: dict[str, Any]) -> dict[str, int]:
+    """The three measures of one written turn (the keys of :data:`recipes.testbed.search_step.MEASURES`)."""
+    cue, evidence = probe["cue"], probe["evidence"]
+    return {"cue": cue_named(thought, cue), "span": span_holds(thought, cue, evidence),
+            "look": overlaps(action, evidence) or 0}  # fmt: skip
+
+
+# --- the model ----------------------------------------------------------------------------------------------------
+
+
+def load_agent(folder: Path) -> tuple[Any, Any]:
+    from transformers import AutoProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+
+    processor = AutoProcessor.from_pretrained(folder)
+    model = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(folder).eval()
+    return model, processor
+
+
+def write_turn(model: Any, tokenizer: Any, probe: dict[str, Any], max_new: int) -> str:
+    """The reply the model writes greedily after the probe's prompt and the teacher's Observation, which it is
+    given (the warm-up's split, :func:`recipes.tiny_agent.text_warmup._split_target`)."""
+    import torch
+
+    from recipes.tiny_agent.text_warmup import _split_target
+
+    prompt = f"<|im_start|>user\n{probe['task_text']}\n{probe['latest']}<|im_end|>\n<|im_start|>assistant\n"
+    given, _, _ = _split_target(tokenizer, probe["reply"], observation_loss=False)
+    if not given:
+        raise ValueError(f"{probe['id']}: the teacher's reply does not open with an Observation")
+    ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"]) + given
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    x = torch.tensor([ids])
+    with torch.no_grad():
+        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
+                             do_sample=False, eos_token_id=end, pad_token_id=end)  # fmt: skip
+    new = out[0, len(ids) :].tolist()
+    if end in new:
+        new = new[: new.index(end)]
+    return tokenizer.decode(given + new, skip_special_tokens=False)
+
+
+def measure(
+    model_dir: Path, probes: list[dict[str, Any]], max_new: int, seen: set[str] | None = None
+) -> dict[str, Any]:
+    """Every probe's written turn and scores, the teacher's scores, and the rates over all probes; with ``seen``
+    (:func:`training_observations`), the share of probes whose Observation the training rows hold verbatim."""
+    model, processor = load_agent(model_dir)
+    rows = []
+    for probe in probes:
+        written = write_turn(model, processor.tokenizer, probe, max_new)
+        thought, action = parse_reply(written)
+        rows.append({"id": probe["id"], "video": probe["video"], "template": probe["template"],
+                     "written": written, **score(thought, action, probe),
+                     "seen": int(observation_of(probe["reply"]) in (seen or set())),
+                     "teacher": score(*parse_reply(probe["reply"]), probe)})  # fmt: skip
+    teacher = [{"video": r["video"], **r["teacher"]} for r in rows]
+    return {"model": str(model_dir), "probes": len(rows), "seen": sum(r["seen"] for r in rows),
+            "rates": {name: rate(rows, key) for name, key in MEASURES.items()},
+            "teacher": {name: rate(teacher, key) for name, key in MEASURES.items()}, "rows": rows}  # fmt: skip
+
+
+# --- training -----------------------------------------------------------------------------------------------------
+
+
+def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100) -> Path:
+    """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve."""
+    import torch
+    from transformers import AutoConfig, AutoProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+
+    from recipes.tiny_agent.text_warmup import run_text_warmup
+    from rl.checkpoint import save_checkpoint
+
+    processor = AutoProcessor.from_pretrained(init)
+    torch.manual_seed(seed)
+    model = Qwen2_5OmniThinkerForConditionalGeneration(AutoConfig.from_pretrained(init))
+    model.generation_config = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(
+        init
+    ).generation_config
+    losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
+                             log_every=log_every, observation_loss=False)  # fmt: skip
+    save_checkpoint(model.eval(), processor, out)
+    write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
+                                                       "steps": steps, "loss": losses}))  # fmt: skip
+    return out
+
+
+# --- analysis -----------------------------------------------------------------------------------------------------
+
+
+def by_video(result: dict[str, Any], key: str) -> dict[str, float]:
+    per: dict[str, list[int]] = {}
+    for row in result["rows"]:
+        per.setdefault(row["video"], []).append(row[key])
+    return {v: float(np.mean(x)) for v, x in per.items()}
+
+
+def analyse(arms: dict[str, Path], seeds: list[int], primary: tuple[str, str]) -> dict[str, Any]:
+    """Each seed's rates per arm, and the primary difference (span holds) paired by seed."""
+    results = {arm: {s: json.loads((Path(f"{prefix}_s{s}") / "probe.json").read_text()) for s in seeds}
+               for arm, prefix in arms.items()}  # fmt: skip
+    rows = {arm: {s: {name: r["rates"][name] for name in MEASURES} for s, r in res.items()}
+            for arm, res in results.items()}  # fmt: skip
+    a, b = primary
+    teacher = results[a][seeds[0]]["teacher"]
+    out: dict[str, Any] = {"rows": rows, "teacher": teacher, "floor": FLOOR_SHARE * teacher["span holds"]["mean"],
+                           "seen": {arm: res[seeds[0]].get("seen") for arm, res in results.items()}}  # fmt: skip
+    for arm in arms:
+        out[f"{arm} - floor: span holds"] = t_interval(
+            [rows[arm][s]["span holds"]["mean"] - out["floor"] for s in seeds]
+        )
+    for name, key in MEASURES.items():
+        diffs = [results[a][s]["rates"][name]["mean"] - results[b][s]["rates"][name]["mean"] for s in seeds]
+        video_diffs = []
+        for s in seeds:
+            va, vb = by_video(results[a][s], key), by_video(results[b][s], key)
+            video_diffs.append({v: va[v] - vb[v] for v in sorted(set(va) & set(vb))})
+        t = t_interval(diffs)
+        if t.get("sd"):
+            t["detectable"] = detectable(t["sd"], len(seeds))
+        out[f"{a} - {b}: {name}"] = {"per_seed": diffs, "t": t, "bootstrap": two_level_bootstrap(video_diffs)}
+    return out
+
+
+def figure(res: dict[str, Any], path: Path) -> None:
+    """Span holds per seed and arm, with the teacher's rate and the floor."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    for i, (arm, seeds) in enumerate(res["rows"].items()):
+        xs = [int(s) + (i - 0.5) * 0.15 for s in seeds]
+        mean = [r["span holds"]["mean"] for r in seeds.values()]
+        err = [[m - r["span holds"]["lo"] for m, r in zip(mean, seeds.values(), strict=True)],
+               [r["span holds"]["hi"] - m for m, r in zip(mean, seeds.values(), strict=True)]]  # fmt: skip
+        ax.errorbar(xs, mean, yerr=err, fmt="o", color=f"C{i}", capsize=3, label=arm)
+    ax.axhline(res["teacher"]["span holds"]["mean"], color="k", lw=1, label="teacher")
+    ax.axhline(res["floor"], color="k", ls=":", lw=1, label="floor (a colour at random)")
+    ax.set(xlabel="warm-up seed", ylabel="span holds (fresh probes)", ylim=(-0.02, 1.02),
+           title="the second turn's span, the teacher's Observation given")  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(res: dict[str, Any]) -> str:
+    def cell(r: dict[str, Any]) -> str:
+        return f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
+
+    lines = ["| arm | seed | " + " | ".join(MEASURES) + " |", "| --- " * (2 + len(MEASURES)) + "|"]
+    for arm, seeds in res["rows"].items():
+        for s, rates in seeds.items():
+            lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in MEASURES) + " |")
+    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in MEASURES) + " |")
+    lines.append(
+        f"\nFloor (span holds, a colour at random): {res['floor']:.3f}. Probes whose Observation the training "
+        f"rows hold verbatim: {res['seen']}."
+    )
+    lines += ["", "| difference | per seed | mean [t 95%] | two-level bootstrap | detectable (80%) |",
+              "| --- | --- | --- | --- | --- |"]  # fmt: skip
+    for name, d in res.items():
+        if " - " in name and "bootstrap" in d:
+            t, bs = d["t"], d["bootstrap"]
+            seeds = ", ".join(f"{x:+.3f}" for x in d["per_seed"])
+            lines.append(f"| {name} | {seeds} | {t['mean']:+.3f} [{t.get('lo', float('nan')):+.3f}, "
+                         f"{t.get('hi', float('nan')):+.3f}] | [{bs['lo']:+.3f}, {bs['hi']:+.3f}] | "
+                         f"{t.get('detectable', float('nan')):.3f} |")  # fmt: skip
+    for name, t in res.items():
+        if name.endswith("- floor: span holds"):
+            lines.append(f"\n{name}: {t['mean']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}] (t over seeds)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.span_copy", description=__doc__.split("\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="the text warm-up from fresh weights")
+    t.add_argument("--init", type=Path, required=True, help="the untrained agent (config and tokenizer)")
+    t.add_argument(
+        "--data", type=Path, nargs="+", required=True, help="SFT parquet files of teacher episodes"
+    )
+    t.add_argument("--seed", type=int, required=True)
+    t.add_argument("--steps", type=int, default=WARMUP["steps"])
+    t.add_argument("--out", type=Path, required=True)
+    m = sub.add_parser("measure", help="the probes' second turns, written by a model")
+    m.add_argument("--model", type=Path, required=True)
+    m.add_argument("--probes", type=Path, required=True, help="SFT parquet of teacher episodes on the set")
+    m.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    m.add_argument("--max-new", type=int, default=48, help="tokens written after the Observation")
+    m.add_argument(
+        "--train", type=Path, nargs="*", default=[], help="the training rows (counts seen Observations)"
+    )
+    m.add_argument("--out", type=Path, help="default: MODEL/probe.json")
+    a = sub.add_parser("analyse", help="rows per seed and the primary difference")
+    a.add_argument(
+        "--arm", action="append", required=True, metavar="NAME=PREFIX", help="run folders PREFIX_s<seed>"
+    )
+    a.add_argument("--seeds", type=int, nargs="+", required=True)
+    a.add_argument("--primary", required=True, metavar="A-B")
+    a.add_argument("--out", type=Path, help="the analysis as JSON")
+    a.add_argument("--figure", type=Path, help="span holds per seed and arm (PNG)")
+    args = p.parse_args(argv)
+    if args.command == "train":
+        if (args.out / "config.json").exists():
+            print(f"{args.out}: done")
+            return 0
+        train(args.init, args.data, args.seed, args.out, args.steps)
+    elif args.command == "measure":
+        out = args.out or args.model / "probe.json"
+        seen = training_observations(args.train) if args.train else None
+        res = measure(args.model, load_probes(args.probes, args.tasks), args.max_new, seen)
+        write_atomic(out, json.dumps(res, indent=1))
+        print(
+            json.dumps({"probes": res["probes"], **{k: round(v["mean"], 3) for k, v in res["rates"].items()}})
+        )
+    else:
+        arms = dict(spec.split("=", 1) for spec in args.arm)
+        a_arm, _, b_arm = args.primary.partition("-")
+        if a_arm not in arms or b_arm not in arms:
+            raise SystemExit(f"--primary {args.primary!r}: both arms must be given by --arm")
+        res = analyse({k: Path(v) for k, v in arms.items()}, args.seeds, (a_arm, b_arm))
+        if args.out:
+            write_atomic(args.out, json.dumps(res, indent=1))
+        if args.figure:
+            figure(res, args.figure)
+        print(table(res))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

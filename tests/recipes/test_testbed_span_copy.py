@@ -1,0 +1,161 @@
+"""The span copy probe (recipes/testbed/span_copy.py): which teacher turns become probes, how a written turn is
+scored, a tiny agent warmed up and measured end to end, and the analysis paired by seed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from envs.jsonl import read_jsonl
+from recipes.testbed.span_copy import analyse, figure, load_probes, main, parse_reply, probe_of, score, table
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def teacher_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A one-video search-level set and the compact teacher's kept episodes on it, exported as SFT rows."""
+    from envs.synth import generate_benchmark
+    from rl.sft.export import export_parquet, load_trajectories
+    from rl.synthesis.synthesize import run_synthesis
+
+    root = tmp_path_factory.mktemp("span_copy")
+    generate_benchmark(
+        root / "set", seed=12, n_videos=1, durations=[60.0], config={"level": "search"}, split="test"
+    )
+    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "synthesize.yaml"))
+    cfg.update(out_dir=str(root / "synth"), n_samples=1, seed=0)
+    cfg["data"].update(tasks=str(root / "set" / "tasks.jsonl"))
+    cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True})
+    cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
+    run_synthesis(cfg, progress=False)
+    export_parquet(load_trajectories(root / "synth" / "kept.jsonl"), root / "teacher.parquet")
+    return root / "set", root / "teacher.parquet"
+
+
+def test_probes_are_second_turns_of_cue_questions_after_a_look_over_the_file(teacher_set: tuple) -> None:
+    tasks_dir, parquet = teacher_set
+    tasks = {t["id"]: t for t in read_jsonl(tasks_dir / "tasks.jsonl")}
+    probes = load_probes(parquet, tasks_dir)
+    assert probes and {p["template"] for p in probes} <= {"cue_digit_mcq", "cue_pitch_mcq"}
+    for p in probes:
+        assert p["id"].endswith("/t2") and p["cue"] in tasks[p["task"]]["question"]
+        assert (
+            p["reply"].startswith('{"observation": ') and p["latest"]
+        )  # the percept header of the first look
+        assert tasks[p["task"]]["question"] in p["task_text"]
+    # the teacher aims its second look at the cued field: its own turns score (nearly) all three measures
+    teacher = [score(*parse_reply(p["reply"]), p) for p in probes]
+    assert all(t["cue"] == 1 for t in teacher)
+    assert sum(t["span"] for t in teacher) >= 0.8 * len(teacher)
+    assert sum(t["look"] for t in teacher) >= 0.8 * len(teacher)
+
+
+def test_a_turn_is_scored_on_its_cue_span_and_look() -> None:
+    probe = {"cue": "green", "evidence": [[30.0, 31.5]]}
+    look = {"type": "get_frames", "start": 26, "end": 43, "num": 8}
+    assert score("green 26-43.", look, probe) == {"cue": 1, "span": 1, "look": 1}
+    assert score("green 32-43.", look, probe) == {
+        "cue": 1,
+        "span": 0,
+        "look": 1,
+    }  # the span misses the evidence
+    assert score("red 26-43.", {"type": "get_frames", "start": 40, "end": 50}, probe) == {
+        "cue": 0,
+        "span": 0,
+        "look": 0,
+    }
+    assert score("green 26-43.", {"type": "answer", "content": "A"}, probe)["look"] == 0
+    assert parse_reply('{"observation": "x", "thought": "green 26-43.", "action": {"type"') == (
+        "",
+        {},
+    )  # cut short
+    assert parse_reply('["not a turn"]') == ("", {})
+
+
+def test_a_row_that_is_not_a_probe_is_passed_over(teacher_set: tuple) -> None:
+    tasks_dir, _ = teacher_set
+    task = next(t for t in read_jsonl(tasks_dir / "tasks.jsonl") if t["extra"]["template"] == "cue_digit_mcq")
+
+    def row(turn: int, first: dict[str, Any]) -> dict[str, Any]:
+        reply = json.dumps({"observation": "none", "thought": "look.", "action": first})
+        messages = [{"role": "user", "content": [{"type": "text", "text": task["question"]}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": reply}]},
+                    {"role": "user", "content": [{"type": "text", "text": "Frames:"}]},
+                    {"role": "assistant", "content": [{"type": "text", "text": reply}]}]  # fmt: skip
+        return {"id": "x/t2", "turn": turn, "messages": json.dumps(messages)}
+
+    wide = {"type": "get_frames", "start": 0, "end": 60, "num": 8}
+    assert probe_of(row(2, wide), task) is not None
+    assert probe_of(row(3, wide), task) is None  # not the second turn
+    assert probe_of(row(2, {"type": "get_frames", "start": 0, "end": 20, "num": 8}), task) is None  # narrow
+    assert probe_of(row(2, {"type": "get_audio", "start": 0, "end": 30}), task) is None  # not a frame look
+    pitch = next(
+        t for t in read_jsonl(tasks_dir / "tasks.jsonl") if t["extra"]["template"] == "pitch_color_mcq"
+    )
+    assert probe_of(row(2, wide), pitch) is None  # no colour cue to search for
+
+
+def test_a_tiny_agent_is_warmed_up_and_measured(teacher_set: tuple, tmp_path: Path, capsys) -> None:
+    from recipes.testbed.model import build_testbed_agent
+    from recipes.tiny_agent.model import corpus_texts
+
+    tasks_dir, parquet = teacher_set
+    init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)
+    out = tmp_path / "w_s0"
+    assert main(["train", "--init", str(init), "--data", str(parquet), "--seed", "0", "--steps", "2",
+                 "--out", str(out)]) == 0  # fmt: skip
+    curve = json.loads((out / "warmup_loss.json").read_text())
+    assert len(curve["loss"]) == 2 and curve["seed"] == 0
+    assert main(["measure", "--model", str(out), "--probes", str(parquet), "--tasks", str(tasks_dir),
+                 "--max-new", "4", "--train", str(parquet)]) == 0  # fmt: skip
+    res = json.loads((out / "probe.json").read_text())
+    assert res["seen"] == res["probes"]  # measured on its own training rows, every Observation was seen
+    probes = load_probes(parquet, tasks_dir)
+    assert res["probes"] == len(probes) == len(res["rows"])
+    for row, probe in zip(res["rows"], probes, strict=True):
+        observation = probe["reply"][: probe["reply"].index('", "thought":')]
+        assert row["written"].startswith(
+            observation
+        )  # the teacher's Observation is given, then the model writes
+    assert res["teacher"]["span holds"]["mean"] >= 0.8
+    assert set(res["rates"]) == {"cue named", "span holds", "look meets"}
+    capsys.readouterr()
+    assert main(["train", "--init", str(init), "--data", str(parquet), "--seed", "0", "--out", str(out)]) == 0
+    assert "done" in capsys.readouterr().out  # a finished run is not trained again
+
+
+def _probe_file(folder: Path, spans: dict[str, list[int]]) -> None:
+    rows = [{"video": v, "template": "cue_digit_mcq", "cue": 1, "span": s, "look": s}
+            for v, ss in spans.items() for s in ss]  # fmt: skip
+    from recipes.testbed.search_step import MEASURES, rate
+
+    rates = {name: rate(rows, key) for name, key in MEASURES.items()}
+    folder.mkdir(parents=True)
+    (folder / "probe.json").write_text(json.dumps({"rows": rows, "rates": rates, "teacher": rates}))
+
+
+def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
+    for s, (a, b) in enumerate(
+        [([1, 1, 0, 1], [0, 0, 0, 1]), ([1, 0, 1, 1], [1, 0, 0, 0]), ([1, 1, 1, 1], [0, 1, 0, 0])]
+    ):
+        _probe_file(tmp_path / f"many_s{s}", {"v1": a[:2], "v2": a[2:]})
+        _probe_file(tmp_path / f"few_s{s}", {"v1": b[:2], "v2": b[2:]})
+    res = analyse({"many": tmp_path / "many", "few": tmp_path / "few"}, [0, 1, 2], ("many", "few"))
+    d = res["many - few: span holds"]
+    assert d["per_seed"] == pytest.approx([0.5, 0.5, 0.75])
+    assert d["t"]["mean"] == pytest.approx(7 / 12) and d["t"]["lo"] > 0  # the seed is the unit
+    assert d["bootstrap"]["videos"] == 2 and d["bootstrap"]["lo"] <= d["t"]["mean"] <= d["bootstrap"]["hi"]
+    assert res["rows"]["few"][1]["span holds"]["mean"] == 0.25
+    assert res["floor"] == pytest.approx(
+        0.25 * 0.75
+    )  # the teacher rate is read from the first arm's first seed
+    assert res["many - floor: span holds"]["mean"] == pytest.approx((0.75 + 0.75 + 1.0) / 3 - 0.25 * 0.75)
+    figure(res, tmp_path / "fig.png")
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+    text = table(res)
+    assert "| many | 0 | 1.000 [1.000, 1.000] | 0.750" in text and "+0.500, +0.500, +0.750" in text
