@@ -347,3 +347,32 @@ def test_encoders_only_training_skips_turns_without_media(dataset: Any, tiny_dir
     assert all(
         not p.requires_grad for n, p in model.named_parameters() if n.startswith(("model.", "lm_head"))
     )
+
+
+def test_max_samples_keeps_the_tables_rows_and_the_data_is_read_on_demand(
+    parquet: Path, tiny_dir: Path
+) -> None:
+    """A subset (first rows, or a seeded sample in file order) holds the same rows a whole-table read gives; the
+    dataset keeps no decoded table, only its row reader (rl/sft/rows.py)."""
+    import pyarrow.parquet as pq
+    import torch
+    from transformers import AutoTokenizer
+
+    from rl.sft.dataset import OmniTurnSFTDataset
+    from rl.sft.export import row_messages
+    from rl.sft.rows import ParquetRows
+
+    tok = AutoTokenizer.from_pretrained(tiny_dir)
+    eager = pq.read_table(parquet).to_pylist()
+    first = OmniTurnSFTDataset(str(parquet), tok, {"max_length": 8192}, processor=None, max_samples=3)
+    assert [first.row(i) for i in range(len(first))] == eager[:3]
+    cfg = {"max_length": 8192, "shuffle": True, "seed": 5}
+    sample = OmniTurnSFTDataset(str(parquet), tok, cfg, processor=None, max_samples=4)
+    picked = np.sort(np.random.default_rng(5).choice(len(eager), size=4, replace=False))
+    assert [sample.row(i)["id"] for i in range(4)] == [eager[i]["id"] for i in picked]
+    assert isinstance(sample.rows, ParquetRows) and not hasattr(sample, "table")
+    whole = OmniTurnSFTDataset(str(parquet), tok, {"max_length": 8192}, processor=None)
+    item, eager_item = whole[len(whole) - 1], whole.encode(row_messages(eager[-1]))  # read on demand vs whole
+    assert all(torch.equal(item[k], eager_item[k]) for k in ("input_ids", "loss_mask", "position_ids"))
+    mm, eager_mm = item["multi_modal_inputs"], eager_item["multi_modal_inputs"]
+    assert mm.keys() == eager_mm.keys() and all(torch.equal(mm[k], eager_mm[k]) for k in mm)

@@ -215,12 +215,12 @@ def stub_rows(dataset: Any) -> list[tuple[str, list[dict[str, Any]]]]:
     """``(media_path, messages)`` of every SFT row with its media parts left packed and tagged with the row
     (:func:`rl.sft.export.stub_messages`): the caption chats are built from these and hold no pixels or samples,
     so their memory does not grow with the SFT data (decoded, 18,800 turns held 17 GB); :func:`decoded` restores
-    a chat's media when it is encoded."""
-    rows = []
-    for i in range(len(dataset)):
-        row = dataset.row(i)
-        rows.append((str(row.get("media_path") or ""), stub_messages(row["messages"], {ROW_KEY: i})))
-    return rows
+    a chat's media when it is encoded. Only the two columns are read (:meth:`rl.sft.rows.ParquetRows.column`)."""
+    paths, messages = dataset.rows.column("media_path"), dataset.rows.column("messages")
+    return [
+        (str(p or ""), stub_messages(m, {ROW_KEY: i}))
+        for i, (p, m) in enumerate(zip(paths, messages, strict=True))
+    ]
 
 
 def decoded(dataset: Any, chat: list[dict[str, Any]]) -> list[dict[str, Any]]:

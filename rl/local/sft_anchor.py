@@ -22,6 +22,7 @@ import torch
 
 from rl.local.rollout import TurnEncoder, model_inputs
 from rl.sft.export import row_messages
+from rl.sft.rows import ParquetRows
 from rl.sft.step import collate, sft_loss
 
 
@@ -38,10 +39,8 @@ class SFTAnchor:
                 f"local.sft_anchor.data={data}: no such file (the SFT parquet the agent was trained on: "
                 "python -m rl.sft.export --kept SYNTH_OUT/kept.jsonl --out FILE)"
             )
-        import pyarrow.parquet as pq
-
-        self.table = pq.read_table(data, memory_map=True)
-        if self.table.num_rows == 0:
+        self.data = ParquetRows(data)  # read a row group at a time: memory does not grow with the SFT data
+        if len(self.data) == 0:
             raise ValueError(f"local.sft_anchor.data={data} holds no rows")
         self.encoder = encoder  # the rollout rows' encoder: same processor, pixel caps, TMRoPE positions
         self.coef, self.rows, self.seed = float(coef), int(rows), int(seed)
@@ -61,11 +60,11 @@ class SFTAnchor:
         )
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return len(self.data)
 
     def item(self, index: int) -> dict[str, Any]:
         """SFT row ``index`` encoded as the rollout row of the same turn (:meth:`TurnEncoder.encode`)."""
-        row = self.table.slice(int(index), 1).to_pylist()[0]
+        row = self.data.row(index)
         return self.encoder.encode(row_messages(row), sample_id=str(row.get("id", index)))
 
     def indices(self, iteration: int, step: int) -> list[int]:

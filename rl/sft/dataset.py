@@ -37,12 +37,12 @@ processor itself, so it passes ``processor=None``), ``image_pixels`` / ``video_p
 (``[min, max]`` pixels per image / frame, default the checkpoint's), ``allow_audio_in_video``,
 ``keep_thinking`` (default true: a target's reasoning block is trained on), ``answer_weight`` (default 1: an
 answer action's tokens weigh this much in the loss; with any other value an item also carries ``loss_weight`` (L,),
-float, :mod:`rl.sft.weights`).
+float, :mod:`rl.sft.weights`), ``row_group_cache`` (default 2: decoded row groups kept; the rows are read on demand,
+one row group at a time, so memory does not grow with the data: :mod:`rl.sft.rows`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ from omniagent.backends.convert import build_model_inputs, model_video_kwargs
 from omniagent.checkpoint import checkpoint_family
 from omniagent.families import Thinking, family_for_model_type
 from rl.sft.export import row_messages
+from rl.sft.rows import CACHE_GROUPS, ParquetRows
 from rl.sft.weights import check_weight, reply_weights
 
 END_OF_TURN = "<|im_end|>"
@@ -146,9 +147,6 @@ class OmniTurnSFTDataset(Dataset):
         processor: Any = None,
         max_samples: int = -1,
     ) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         self.config = config
         self.pad_mode = str(_get(config, "pad_mode", "no_padding"))
         if self.pad_mode not in ("no_padding", "right"):
@@ -188,27 +186,24 @@ class OmniTurnSFTDataset(Dataset):
         self.end_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
 
-        if isinstance(parquet_files, str | Path):
-            parquet_files = [parquet_files]
-        tables = [pq.read_table(str(p), memory_map=True) for p in list(parquet_files)]
-        if not tables:
-            raise ValueError("no parquet files given")
-        table = pa.concat_tables(tables)
-        total = table.num_rows
+        rows = ParquetRows(parquet_files, int(_get(omni, "row_group_cache", CACHE_GROUPS)))
+        total = len(rows)
         if max_samples is not None and 0 < int(max_samples) < total:
             if bool(_get(config, "shuffle", False)):
                 seed = _get(config, "seed")
-                idx = np.random.default_rng(seed).choice(total, size=int(max_samples), replace=False)
-                table = table.take(pa.array(np.sort(idx)))
+                rows = rows.select(
+                    np.sort(np.random.default_rng(seed).choice(total, size=int(max_samples), replace=False))
+                )
             else:
-                table = table.slice(0, int(max_samples))
-        self.table = table
+                rows = rows.select(np.arange(int(max_samples)))
+        self.rows = rows
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return len(self.rows)
 
     def row(self, index: int) -> dict[str, Any]:
-        return self.table.slice(int(index), 1).to_pylist()[0]
+        """Sample ``index``'s parquet row (read with its row group, :class:`rl.sft.rows.ParquetRows`)."""
+        return self.rows.row(index)
 
     def messages(self, index: int) -> list[dict[str, Any]]:
         """The decoded chat of sample ``index``: context + target assistant message."""

@@ -206,8 +206,15 @@ def test_percepts_join_each_batch_without_changing_its_single_frames(dataset: An
 
 
 def test_media_without_a_synthetic_sidecar_fail_with_the_switch(dataset: Any, tmp_path: Path) -> None:
+    class Rows:
+        def column(self, name: str) -> list[Any]:
+            if name == "media_path":
+                return [str(tmp_path / "real_video.mp4")] * len(dataset)
+            return dataset.rows.column(name)
+
     class Other:
         pad_id = 0
+        rows = Rows()
 
         def __len__(self) -> int:
             return len(dataset)
