@@ -152,3 +152,28 @@ def test_colour_field_videos_with_one_structured_frame_fall_to_their_bytes(tmp_p
     points2 = points.copy()
     points2[[0, 4, 8]] = np.random.default_rng(1).uniform(0, 255, train.points.shape[1]).astype(np.float32)
     assert textured.distance(Fingerprint(train.duration, "video", points2)) > CONTENT_THRESHOLD
+
+
+@pytest.mark.parametrize(("fresh", "train"), [((5306, 24), (5301, 380)), ((5306, 28), (5301, 292))])
+def test_a_glyph_frame_against_a_bare_field_is_not_the_same_content(tmp_path: Path, fresh, train) -> None:
+    """Two pairs the guard matched at 480 training videos (distances 0.064 and 0.069): the same colour order, other
+    bounds and digits, and a glyph at sampled times where the other video shows its bare field. A glyph on a field
+    correlates highly with the bare field, so those times once counted as alike; now they count as different."""
+    from envs.synth import SynthConfig, synthesize, video_seed
+    from omniagent.eval.overlap import MIN_TEXTURED, _uniform
+
+    def one(seed: int, index: int) -> str:
+        cfg = SynthConfig(level="search", seed=video_seed(seed, index), duration=60.0)
+        return str(synthesize(cfg, tmp_path / f"s{seed}_{index}.mp4", split="test").media)
+
+    a, b = content_fingerprint(one(*fresh)), content_fingerprint(one(*train))
+    mixed = [_uniform(x) != _uniform(y) for x, y in zip(a.points, b.points, strict=True)]
+    textured = [not (_uniform(x) and _uniform(y)) for x, y in zip(a.points, b.points, strict=True)]
+    assert sum(textured) >= MIN_TEXTURED and sum(mixed) == 2  # compared by content, two glyph-vs-field times
+    assert a.distance(b) > 2 * CONTENT_THRESHOLD  # measured 0.222 (0.064 and 0.069 before)
+    # a glyph frame and the bare field of its colour: alike by correlation, not the same content
+    field = np.full((8, 8, 3), (40, 200, 60), np.float32)
+    glyph = field.copy()
+    glyph[2:6, 3:5] = 255
+    assert np.corrcoef(field.reshape(-1), glyph.reshape(-1))[0, 1] > 0.5
+    assert _similarity(field.reshape(-1), glyph.reshape(-1)) == 0.0

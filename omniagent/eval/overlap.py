@@ -8,7 +8,9 @@ resized or remuxed, which the bytes cannot: two files match when their durations
 ``max(0.5 s, 1%)`` and their signatures correlate so that 1 - mean correlation is at most
 :data:`CONTENT_THRESHOLD`. Frames of one solid colour say little (a colour-field video of another seed often
 shares most of its colours), so two videos are compared by content only when at least :data:`MIN_TEXTURED` of
-the sampled times show structure (not one solid colour) in one of them; otherwise their bytes decide. A content
+the sampled times show structure (not one solid colour) in one of them; otherwise their bytes decide. At a time
+where one video shows a solid field and the other a glyph or other strong structure, the two differ (a glyph on a
+field correlates highly with the bare field, and two fresh colour-field videos once matched that way). A content
 match counts as shared media, and its questions as shared pairs. Questions are compared by normalised text.
 Shared media, or the same question on the same media, is an overlap; the same question text on other media is
 reported but not fatal by default (template questions repeat by design).
@@ -151,12 +153,23 @@ def _uniform(x: np.ndarray) -> bool:
     return picture is not None and float(picture.std(0).max()) < 6.0
 
 
+def _strong(x: np.ndarray) -> bool:
+    """A picture with strong structure: some channel's std at least 24 levels above the bottom row (a glyph on a
+    field measures 55-80; the same synthetic frame rendered at another size can sit near the uniform line, 4-8)."""
+    picture = _picture(x)
+    return picture is not None and float(picture.std(0).max()) >= 24.0
+
+
 def _similarity(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson correlation of two signatures; two flat ones (std < 2 levels) match when their
     brightness agrees, a flat and a textured one do not; two frames of one colour each match when their colours
-    agree (each channel within 16 levels): the correlation of two solid colours says little about their hue."""
+    agree (each channel within 16 levels): the correlation of two solid colours says little about their hue. A frame
+    of one colour and a frame with structure do not match: re-encoding does not draw or erase a glyph, and the
+    correlation of a glyph on a field with the bare field is high (the field's colour sets most of the values)."""
     if _uniform(x) and _uniform(y):
         return 1.0 if np.abs(_picture(x).mean(0) - _picture(y).mean(0)).max() < 16 else 0.0  # type: ignore[union-attr]
+    if (_uniform(x) and _strong(y)) or (_uniform(y) and _strong(x)):
+        return 0.0
     sx, sy = float(x.std()), float(y.std())
     if sx < 2.0 or sy < 2.0:
         return 1.0 if sx < 2.0 and sy < 2.0 and abs(float(x.mean() - y.mean())) < 16 else 0.0
