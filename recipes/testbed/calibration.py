@@ -119,8 +119,9 @@ def markdown(attempts: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def figure(attempts: dict[str, dict[str, Any]], path: Path) -> None:
-    """Each attempt's rows with their 95% intervals, the calibration band shaded."""
+def figure(attempts: dict[str, dict[str, Any]], path: Path, set_name: str = "development set") -> str:
+    """Each attempt's rows with their 95% intervals, the calibration band shaded; returns the y-axis label, which
+    names the set the rows were scored on."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,13 +143,15 @@ def figure(attempts: dict[str, dict[str, Any]], path: Path) -> None:
         ax.errorbar(xs, ys, yerr=err, fmt="o", capsize=3, label=name)
     ax.set_xticks(range(len(attempts)), list(attempts))
     ax.set_ylim(0, 1)
-    ax.set_ylabel("development-set score")
+    label = f"score on the {set_name}"
+    ax.set_ylabel(label)
     ax.set_title("Testbed SFT agent against its floors, per recipe attempt (and seed)")
     ax.legend(fontsize=7, ncol=3, loc="upper right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+    return label
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
         "--eval", action="append", required=True, metavar="LABEL=DIR", help="an attempt's eval folder"
     )
     ap.add_argument("--figure", type=Path, help="write the figure here (PNG)")
+    ap.add_argument(
+        "--set-name", default="development set", help="the set the rows were scored on (figure axis)"
+    )
     ap.add_argument(
         "--tasks", type=Path, help="the set's tasks.jsonl: adds how the agent reads its frame looks"
     )
@@ -177,7 +183,7 @@ def main(argv: list[str] | None = None) -> None:
             }  # fmt: skip
     print(markdown(attempts))
     if args.figure:
-        figure(attempts, args.figure)
+        figure(attempts, args.figure, args.set_name)
         print(f"figure: {args.figure}")
 
 

@@ -207,6 +207,14 @@ def test_the_calibration_record_tables_each_attempt_by_row_and_template(tmp_path
     assert "| one | agent | 4 | 0.750 [0.000, 1.000] |" in out and "| two | agent | 2 | 0.000" in out
     assert "| one | 1.000 | 0.500 |" in out and "| two | 0.000 | 0.000 |" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from recipes.testbed.calibration import figure, load_attempt
+
+    attempts = {"one": load_attempt(a)}
+    assert figure(attempts, tmp_path / "dev.png") == "score on the development set"
+    assert (
+        figure(attempts, tmp_path / "fresh.png", "fresh set (seed 5306)")
+        == "score on the fresh set (seed 5306)"
+    )
     with pytest.raises(FileNotFoundError, match="no results.json"):
         main(["--eval", f"gone={tmp_path / 'missing'}"])
     with pytest.raises(SystemExit):

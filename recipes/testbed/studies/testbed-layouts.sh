@@ -74,7 +74,7 @@ wait_all
 python -m recipes.testbed.calibration --eval layouts_s0=$OUT/sft_s0/eval/study_5306_unseen \
     --eval layouts_s1=$OUT/sft_s1/eval/study_5306_unseen --eval parent_s0=$PARENT/sft_s0/eval/study_5306 \
     --eval parent_s1=$PARENT/sft_s1/eval/study_5306 --tasks $FRESH/tasks.jsonl \
-    --figure docs/figures/testbed_layouts_calibration.png | tee $OUT/fresh_calibration.md
+    --figure docs/figures/testbed_layouts_calibration.png --set-name "fresh set (seed 5306)" | tee $OUT/fresh_calibration.md
 python -m recipes.testbed.calibration --eval weighted_s0=$PARENT/sft_s0/eval/dev --eval weighted_s1=$PARENT/sft_s1/eval/dev \
     --eval layouts_s0=$OUT/sft_s0/eval/dev --eval layouts_s1=$OUT/sft_s1/eval/dev --tasks $DATA/dev/tasks.jsonl \
     | tee $OUT/dev_calibration.md
