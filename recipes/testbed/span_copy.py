@@ -225,12 +225,20 @@ def by_video(result: dict[str, Any], key: str) -> dict[str, float]:
     return {v: float(np.mean(x)) for v, x in per.items()}
 
 
+def end_loss(run: Path, last: int = 100) -> float | None:
+    """The warm-up's mean loss over its last ``last`` steps (None without its ``warmup_loss.json``)."""
+    path = run / "warmup_loss.json"
+    if not path.is_file():
+        return None
+    return float(np.mean(json.loads(path.read_text())["loss"][-last:]))
+
+
 def analyse(arms: dict[str, Path], seeds: list[int], primary: tuple[str, str]) -> dict[str, Any]:
     """Each seed's rates per arm, and the primary difference (span holds) paired by seed."""
     results = {arm: {s: json.loads((Path(f"{prefix}_s{s}") / "probe.json").read_text()) for s in seeds}
                for arm, prefix in arms.items()}  # fmt: skip
-    rows = {arm: {s: {name: r["rates"][name] for name in MEASURES} for s, r in res.items()}
-            for arm, res in results.items()}  # fmt: skip
+    rows = {arm: {s: {**{name: r["rates"][name] for name in MEASURES}, "loss": end_loss(Path(f"{arms[arm]}_s{s}"))}
+                  for s, r in res.items()} for arm, res in results.items()}  # fmt: skip
     a, b = primary
     teacher = results[a][seeds[0]]["teacher"]
     out: dict[str, Any] = {"rows": rows, "teacher": teacher, "floor": FLOOR_SHARE * teacher["span holds"]["mean"],
@@ -281,11 +289,12 @@ def table(res: dict[str, Any]) -> str:
     def cell(r: dict[str, Any]) -> str:
         return f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
 
-    lines = ["| arm | seed | " + " | ".join(MEASURES) + " |", "| --- " * (2 + len(MEASURES)) + "|"]
+    lines = ["| arm | seed | " + " | ".join(MEASURES) + " | end loss |", "| --- " * (3 + len(MEASURES)) + "|"]
     for arm, seeds in res["rows"].items():
         for s, rates in seeds.items():
-            lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in MEASURES) + " |")
-    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in MEASURES) + " |")
+            loss = "—" if rates.get("loss") is None else f"{rates['loss']:.3f}"
+            lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in MEASURES) + f" | {loss} |")
+    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in MEASURES) + " | — |")
     lines.append(
         f"\nFloor (span holds, a colour at random): {res['floor']:.3f}. Probes whose Observation the training "
         f"rows hold verbatim: {res['seen']}."

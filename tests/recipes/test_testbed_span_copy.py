@@ -11,7 +11,17 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.jsonl import read_jsonl
-from recipes.testbed.span_copy import analyse, figure, load_probes, main, parse_reply, probe_of, score, table
+from recipes.testbed.span_copy import (
+    analyse,
+    end_loss,
+    figure,
+    load_probes,
+    main,
+    parse_reply,
+    probe_of,
+    score,
+    table,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -111,6 +121,7 @@ def test_a_tiny_agent_is_warmed_up_and_measured(teacher_set: tuple, tmp_path: Pa
                  "--out", str(out)]) == 0  # fmt: skip
     curve = json.loads((out / "warmup_loss.json").read_text())
     assert len(curve["loss"]) == 2 and curve["seed"] == 0
+    assert end_loss(out) == pytest.approx(sum(curve["loss"]) / 2) and end_loss(tmp_path) is None
     assert main(["measure", "--model", str(out), "--probes", str(parquet), "--tasks", str(tasks_dir),
                  "--max-new", "4", "--train", str(parquet)]) == 0  # fmt: skip
     res = json.loads((out / "probe.json").read_text())
@@ -141,14 +152,17 @@ def _probe_file(folder: Path, spans: dict[str, list[int]]) -> None:
 
 def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
     for s, (a, b) in enumerate(
-        [([1, 1, 0, 1], [0, 0, 0, 1]), ([1, 0, 1, 1], [1, 0, 0, 0]), ([1, 1, 1, 1], [0, 1, 0, 0])]
+        [([1, 1, 0, 1], [0, 0, 0, 1]), ([1, 0, 1, 1], [1, 0, 0, 0]), ([1, 1, 1, 1], [0, 0, 0, 0])]
     ):
         _probe_file(tmp_path / f"many_s{s}", {"v1": a[:2], "v2": a[2:]})
         _probe_file(tmp_path / f"few_s{s}", {"v1": b[:2], "v2": b[2:]})
     res = analyse({"many": tmp_path / "many", "few": tmp_path / "few"}, [0, 1, 2], ("many", "few"))
     d = res["many - few: span holds"]
-    assert d["per_seed"] == pytest.approx([0.5, 0.5, 0.75])
-    assert d["t"]["mean"] == pytest.approx(7 / 12) and d["t"]["lo"] > 0  # the seed is the unit
+    assert d["per_seed"] == pytest.approx([0.5, 0.5, 1.0])
+    t = d["t"]
+    assert (
+        t["mean"] == pytest.approx(2 / 3) and t["n"] == 3 and t["lo"] < t["mean"] < t["hi"]
+    )  # seeds are the unit
     assert d["bootstrap"]["videos"] == 2 and d["bootstrap"]["lo"] <= d["t"]["mean"] <= d["bootstrap"]["hi"]
     assert res["rows"]["few"][1]["span holds"]["mean"] == 0.25
     assert res["floor"] == pytest.approx(
@@ -158,4 +172,8 @@ def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
     figure(res, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 1000
     text = table(res)
-    assert "| many | 0 | 1.000 [1.000, 1.000] | 0.750" in text and "+0.500, +0.500, +0.750" in text
+    assert (
+        "| many | 0 | 1.000 [1.000, 1.000] | 0.750" in text
+        and "| — |" in text
+        and "+0.500, +0.500, +1.000" in text
+    )
