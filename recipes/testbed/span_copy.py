@@ -86,6 +86,7 @@ def probe_of(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | None
     return {
         "id": row["id"], "task": task["id"], "video": Path(task["media"]).name,
         "template": task["extra"]["template"], "cue": cue.group(1), "evidence": task["evidence"],
+        "duration": float(task["duration"]),
         "task_text": next(message_text(m) for m in messages if m["role"] == "user"),
         "latest": message_text(messages[-2]), "reply": message_text(messages[-1]),
     }  # fmt: skip
@@ -213,6 +214,49 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
     write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
                                                        "steps": steps, "loss": losses}))  # fmt: skip
     return out
+
+
+# --- breakdown (exploratory) --------------------------------------------------------------------------------------
+
+_SPAN_ENDS = re.compile(r"^\s*(red|yellow|green|blue) (\d+)-(\d+)\b")
+BREAKDOWN = ("exact span", "left end", "right end", "ends from the Observation", "answers at once")
+
+
+def span_parts(reply: str, probe: dict[str, Any]) -> dict[str, Any]:
+    """How one written turn's span relates to the teacher's on the same probe: each end equal to the teacher's, and
+    both ends numbers the Observation writes or a file edge (0, the last second); None where the Thought does not
+    lead with the cue and a span. ``answers`` is 1 when the turn answers instead of looking."""
+    thought, action = parse_reply(reply)
+    teacher = _SPAN_ENDS.match(parse_reply(probe["reply"])[0])
+    mine = _SPAN_ENDS.match(thought)
+    out: dict[str, Any] = {"answers": int(action.get("type") == "answer")}
+    if mine is None or teacher is None or mine.group(1) != probe["cue"]:
+        return out
+    edges = {"0", str(int(float(probe["duration"])))}
+    known = set(re.findall(r"\d+", observation_of(probe["reply"]))) | edges
+    left, right = mine.group(2) == teacher.group(2), mine.group(3) == teacher.group(3)
+    return {**out, "left": int(left), "right": int(right), "exact": int(left and right),
+            "from_obs": int(mine.group(2) in known and mine.group(3) in known)}  # fmt: skip
+
+
+def breakdown(runs: dict[str, Path], probes: list[dict[str, Any]]) -> str:
+    """Per run (and the teacher): the shares of :data:`BREAKDOWN` over the turns that name the cue with a span
+    (answers at once: over all probes)."""
+    by_id = {p["id"]: p for p in probes}
+    keys = ("exact", "left", "right", "from_obs")
+    lines = ["| run | cue and span | " + " | ".join(BREAKDOWN) + " |", "| --- " * (2 + len(BREAKDOWN)) + "|"]
+
+    def line(name: str, parts: list[dict[str, Any]]) -> str:
+        spans = [p for p in parts if "exact" in p]
+        shares = [np.mean([p[k] for p in spans]) if spans else float("nan") for k in keys]
+        shares.append(np.mean([p["answers"] for p in parts]))
+        return f"| {name} | {len(spans)} | " + " | ".join(f"{x:.3f}" for x in shares) + " |"
+
+    lines.append(line("teacher", [span_parts(p["reply"], p) for p in probes]))
+    for name, folder in runs.items():
+        rows = json.loads((folder / "probe.json").read_text())["rows"]
+        lines.append(line(name, [span_parts(r["written"], by_id[r["id"]]) for r in rows]))
+    return "\n".join(lines)
 
 
 # --- analysis -----------------------------------------------------------------------------------------------------
@@ -344,8 +388,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--primary", required=True, metavar="A-B")
     a.add_argument("--out", type=Path, help="the analysis as JSON")
     a.add_argument("--figure", type=Path, help="span holds per seed and arm (PNG)")
+    b = sub.add_parser("breakdown", help="how each run's spans relate to the teacher's (exploratory)")
+    b.add_argument("--run", action="append", required=True, metavar="NAME=DIR", help="a measured run")
+    b.add_argument("--probes", type=Path, required=True)
+    b.add_argument("--tasks", type=Path, required=True)
     args = p.parse_args(argv)
-    if args.command == "train":
+    if args.command == "breakdown":
+        runs = {k: Path(v) for k, v in (spec.split("=", 1) for spec in args.run)}
+        print(breakdown(runs, load_probes(args.probes, args.tasks)))
+    elif args.command == "train":
         if (args.out / "config.json").exists():
             print(f"{args.out}: done")
             return 0

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from envs.jsonl import read_jsonl
 from recipes.testbed.span_copy import (
     analyse,
+    breakdown,
     end_loss,
     figure,
     load_probes,
@@ -20,6 +21,7 @@ from recipes.testbed.span_copy import (
     parse_reply,
     probe_of,
     score,
+    span_parts,
     table,
 )
 
@@ -177,3 +179,43 @@ def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
         and "| — |" in text
         and "+0.500, +0.500, +1.000" in text
     )
+
+
+def test_a_span_is_compared_end_by_end_with_the_teachers() -> None:
+    reply = json.dumps({"observation": "0-12 yellow, 24 red, 36 blue 2, 48-59 green", "thought": "red 12-36.",
+                        "action": {"type": "get_frames", "start": 12, "end": 36, "num": 8}})  # fmt: skip
+    probe = {"cue": "red", "reply": reply, "duration": 60.0}
+
+    def turn(thought: str, action: dict[str, Any] | None = None) -> str:
+        return json.dumps(
+            {"observation": "x", "thought": thought, "action": action or {"type": "get_frames"}}
+        )
+
+    assert span_parts(reply, probe) == {"answers": 0, "left": 1, "right": 1, "exact": 1, "from_obs": 1}
+    assert span_parts(turn("red 12-48."), probe) == {
+        "answers": 0,
+        "left": 1,
+        "right": 0,
+        "exact": 0,
+        "from_obs": 1,
+    }
+    assert span_parts(turn("red 0-60."), probe)["from_obs"] == 1  # the file's edges count as known
+    assert span_parts(turn("red 15-33."), probe)["from_obs"] == 0  # numbers the Observation never wrote
+    assert span_parts(turn("blue 12-36."), probe) == {"answers": 0}  # not the cue: no span to compare
+    assert (
+        span_parts(turn("red 12-36, digit 2 at 36: D.", {"type": "answer", "content": "D"}), probe)["answers"]
+        == 1
+    )
+
+
+def test_the_breakdown_tables_each_run_beside_the_teacher(teacher_set: tuple, tmp_path: Path) -> None:
+    tasks_dir, parquet = teacher_set
+    probes = load_probes(parquet, tasks_dir)
+    run = tmp_path / "copy_s0"
+    run.mkdir()
+    rows = [{"id": p["id"], "written": p["reply"]} for p in probes]  # a run that writes the teacher's turns
+    (run / "probe.json").write_text(json.dumps({"rows": rows}))
+    text = breakdown({"copy": run}, probes)
+    teacher, copy = (line for line in text.splitlines() if line.startswith(("| teacher", "| copy")))
+    assert teacher.replace("teacher", "copy") == copy
+    assert "| 1.000 | 1.000 | 1.000 | 1.000 |" in copy

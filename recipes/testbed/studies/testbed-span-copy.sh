@@ -55,3 +55,8 @@ done
 # the analysis: every seed's rows, the primary (span holds, w480 - w96, t over seeds), the floors, the figure
 python -m recipes.testbed.span_copy analyse --arm w480=$OUT/w480 --arm w96=$OUT/w96 --seeds "${SEEDS[@]}" \
     --primary w480-w96 --out $OUT/analysis.json --figure docs/figures/testbed_span_copy.png | tee $OUT/analysis.md
+# exploratory (added after the planned analysis): each run's spans end by end against the teacher's
+RUNS=()
+for ARM in w96 w480; do for SEED in "${SEEDS[@]}"; do RUNS+=(--run ${ARM}_s$SEED=$OUT/${ARM}_s$SEED); done; done
+python -m recipes.testbed.span_copy breakdown "${RUNS[@]}" --probes $OUT/fresh_teacher/sft_data/train.parquet \
+    --tasks $FRESH | tee $OUT/breakdown.md
