@@ -55,6 +55,25 @@ def span_holds(thought: str, cue: str, evidence: list[list[float]]) -> int:
     return int(all(a <= lo and hi <= b for lo, hi in evidence))
 
 
+def looks_over_file(action: dict[str, Any], duration: float) -> bool:
+    """Whether ``action`` is a frame look over at least half the file (the search's first step)."""
+    try:
+        width = float(action["end"]) - float(action["start"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return action.get("type") == "get_frames" and width >= 0.5 * duration
+
+
+def question_cue(task: dict[str, Any]) -> str:
+    """The background colour a cue question names (a ValueError when it names none)."""
+    cue = re.search(r"background is (\w+)", task["question"])
+    if cue is None:
+        raise ValueError(
+            f"{task['id']}: a {task.get('extra', {}).get('template')} question names no background colour"
+        )
+    return cue.group(1)
+
+
 def episode_row(traj: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | None:
     """The search step of one episode, or None when the question is not a cue search or the episode does not open
     with a frame look over at least half the file."""
@@ -62,23 +81,16 @@ def episode_row(traj: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | 
     turns = traj.get("turns") or []
     if template not in TEMPLATES or len(turns) < 2:
         return None
-    first = turns[0].get("action") or {}
-    try:
-        width = float(first["end"]) - float(first["start"])
-    except (KeyError, TypeError, ValueError):
+    if not looks_over_file(turns[0].get("action") or {}, float(task["duration"])):
         return None
-    if first.get("type") != "get_frames" or width < 0.5 * float(task["duration"]):
-        return None
-    cue = re.search(r"background is (\w+)", task["question"])
-    if cue is None:
-        raise ValueError(f"{task['id']}: a {template} question names no background colour")
+    cue = question_cue(task)
     evidence = task["evidence"]
     second = turns[1]
     return {
         "video": Path(task["media"]).name,
         "template": template,
-        "cue": cue_named(str(second.get("thought") or ""), cue.group(1)),
-        "span": span_holds(str(second.get("thought") or ""), cue.group(1), evidence),
+        "cue": cue_named(str(second.get("thought") or ""), cue),
+        "span": span_holds(str(second.get("thought") or ""), cue, evidence),
         "look": overlaps(second.get("action") or {}, evidence) or 0,
     }
 

@@ -38,7 +38,15 @@ from envs.jsonl import read_jsonl, write_atomic
 from envs.messages import message_text
 from recipes.testbed.analysis import detectable, t_interval, two_level_bootstrap
 from recipes.testbed.handover_run import overlaps
-from recipes.testbed.search_step import MEASURES, TEMPLATES, cue_named, rate, span_holds
+from recipes.testbed.search_step import (
+    MEASURES,
+    TEMPLATES,
+    cue_named,
+    looks_over_file,
+    question_cue,
+    rate,
+    span_holds,
+)
 
 FLOOR_SHARE = 0.25  # a Thought naming one of the four colours at random, that colour's span as the teacher's
 WARMUP = {
@@ -46,7 +54,6 @@ WARMUP = {
     "batch_size": 16,
     "lr": 2e-3,
 }  # the recipe's text warm-up (conf/sft/exp/testbed.yaml)
-_CUE = re.compile(r"background is (\w+)")
 
 
 # --- probes -----------------------------------------------------------------------------------------------------
@@ -73,19 +80,11 @@ def probe_of(row: dict[str, Any], task: dict[str, Any]) -> dict[str, Any] | None
     first = [m for m in messages[:-1] if m["role"] == "assistant"]
     if len(first) != 1:
         raise ValueError(f"{row['id']}: a second turn's context holds {len(first)} assistant turns")
-    _, look = parse_reply(message_text(first[0]))
-    try:
-        width = float(look["end"]) - float(look["start"])
-    except (KeyError, TypeError, ValueError):
+    if not looks_over_file(parse_reply(message_text(first[0]))[1], float(task["duration"])):
         return None
-    if look.get("type") != "get_frames" or width < 0.5 * float(task["duration"]):
-        return None
-    cue = _CUE.search(task["question"])
-    if cue is None:
-        raise ValueError(f"{task['id']}: a cue question names no background colour")
     return {
         "id": row["id"], "task": task["id"], "video": Path(task["media"]).name,
-        "template": task["extra"]["template"], "cue": cue.group(1), "evidence": task["evidence"],
+        "template": task["extra"]["template"], "cue": question_cue(task), "evidence": task["evidence"],
         "duration": float(task["duration"]),
         "task_text": next(message_text(m) for m in messages if m["role"] == "user"),
         "latest": message_text(messages[-2]), "reply": message_text(messages[-1]),
