@@ -40,6 +40,7 @@ from recipes.testbed.analysis import detectable, t_interval, two_level_bootstrap
 from recipes.testbed.handover_run import overlaps
 from recipes.testbed.search_step import (
     MEASURES,
+    SPAN,
     TEMPLATES,
     cue_named,
     looks_over_file,
@@ -196,7 +197,12 @@ def measure(
 def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100) -> Path:
     """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve."""
     import torch
-    from transformers import AutoConfig, AutoProcessor, Qwen2_5OmniThinkerForConditionalGeneration
+    from transformers import (
+        AutoConfig,
+        AutoProcessor,
+        GenerationConfig,
+        Qwen2_5OmniThinkerForConditionalGeneration,
+    )
 
     from recipes.tiny_agent.text_warmup import run_text_warmup
     from rl.checkpoint import save_checkpoint
@@ -204,9 +210,7 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
     processor = AutoProcessor.from_pretrained(init)
     torch.manual_seed(seed)
     model = Qwen2_5OmniThinkerForConditionalGeneration(AutoConfig.from_pretrained(init))
-    model.generation_config = Qwen2_5OmniThinkerForConditionalGeneration.from_pretrained(
-        init
-    ).generation_config
+    model.generation_config = GenerationConfig.from_pretrained(init)
     losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
                              log_every=log_every, observation_loss=False)  # fmt: skip
     save_checkpoint(model.eval(), processor, out)
@@ -217,17 +221,16 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
 
 # --- breakdown (exploratory) --------------------------------------------------------------------------------------
 
-_SPAN_ENDS = re.compile(r"^\s*(red|yellow|green|blue) (\d+)-(\d+)\b")
 BREAKDOWN = ("exact span", "left end", "right end", "ends from the Observation", "answers at once")
 
 
 def span_parts(reply: str, probe: dict[str, Any]) -> dict[str, Any]:
     """How one written turn's span relates to the teacher's on the same probe: each end equal to the teacher's, and
-    both ends numbers the Observation writes or a file edge (0, the last second); None where the Thought does not
-    lead with the cue and a span. ``answers`` is 1 when the turn answers instead of looking."""
+    both ends numbers the Observation writes or a file edge (0, the last second); only ``answers`` (1 when the turn
+    answers instead of looking) where the Thought does not lead with the cue and a span."""
     thought, action = parse_reply(reply)
-    teacher = _SPAN_ENDS.match(parse_reply(probe["reply"])[0])
-    mine = _SPAN_ENDS.match(thought)
+    teacher = SPAN.match(parse_reply(probe["reply"])[0])
+    mine = SPAN.match(thought)
     out: dict[str, Any] = {"answers": int(action.get("type") == "answer")}
     if mine is None or teacher is None or mine.group(1) != probe["cue"]:
         return out

@@ -43,7 +43,7 @@ class ParquetRows:
         self.groups: list[tuple[int, int]] = []  # (file, row group) in row order
         sizes = []
         for f, path in enumerate(self.paths):
-            meta = pq.ParquetFile(path).metadata
+            meta = pq.read_metadata(path)  # the footer only; no file handle kept
             for g in range(meta.num_row_groups):
                 self.groups.append((f, g))
                 sizes.append(meta.row_group(g).num_rows)
@@ -59,7 +59,8 @@ class ParquetRows:
         return {**self.__dict__, "_files": {}, "_cache": OrderedDict()}
 
     def select(self, indices: Sequence[int] | np.ndarray) -> ParquetRows:
-        """A view of the rows at ``indices`` (positions in this view), in that order; the files are shared."""
+        """A view of the rows at ``indices`` (positions in this view), in that order; it opens the files itself when
+        it first reads a row and starts with no decoded group."""
         picked = np.asarray(indices, dtype=np.int64)
         if picked.size and (picked.min() < 0 or picked.max() >= len(self)):
             raise IndexError(f"select: indices outside 0..{len(self) - 1}")
