@@ -371,6 +371,9 @@ def test_max_samples_keeps_the_tables_rows_and_the_data_is_read_on_demand(
     picked = np.sort(np.random.default_rng(5).choice(len(eager), size=4, replace=False))
     assert [sample.row(i)["id"] for i in range(4)] == [eager[i]["id"] for i in picked]
     assert isinstance(sample.rows, ParquetRows) and not hasattr(sample, "table")
+    assert sample.rows.cache_groups == 2  # conf/sft/sft.yaml's data.omni.row_group_cache default
+    wider = OmniTurnSFTDataset(str(parquet), tok, {"omni": {"row_group_cache": 5}}, processor=None)
+    assert wider.rows.cache_groups == 5
     whole = OmniTurnSFTDataset(str(parquet), tok, {"max_length": 8192}, processor=None)
     item, eager_item = whole[len(whole) - 1], whole.encode(row_messages(eager[-1]))  # read on demand vs whole
     assert all(torch.equal(item[k], eager_item[k]) for k in ("input_ids", "loss_mask", "position_ids"))
