@@ -150,13 +150,13 @@ def load_agent(folder: Path) -> tuple[Any, Any]:
 
 def write_turn(model: Any, tokenizer: Any, probe: dict[str, Any], max_new: int) -> str:
     """The reply the model writes greedily after the probe's prompt and the teacher's Observation, which it is
-    given (the warm-up's split, :func:`recipes.tiny_agent.text_warmup._split_target`)."""
+    given (the warm-up's split, :func:`recipes.tiny_agent.text_warmup.split_target`)."""
     import torch
 
-    from recipes.tiny_agent.text_warmup import _split_target
+    from recipes.tiny_agent.text_warmup import split_target
 
     prompt = f"<|im_start|>user\n{probe['task_text']}\n{probe['latest']}<|im_end|>\n<|im_start|>assistant\n"
-    given, _, _ = _split_target(tokenizer, probe["reply"], observation_loss=False)
+    given, _, _ = split_target(tokenizer, probe["reply"], observation_loss=False)
     if not given:
         raise ValueError(f"{probe['id']}: the teacher's reply does not open with an Observation")
     ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"]) + given

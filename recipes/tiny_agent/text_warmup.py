@@ -55,7 +55,7 @@ def observation_end(reply: str) -> int:
     return end + gap if rest[gap:].startswith(THOUGHT_KEY) else 0
 
 
-def _split_target(
+def split_target(
     tokenizer: Any, reply: str, observation_loss: bool, answer_weight: float = 1.0
 ) -> tuple[list[int], list[int], list[float]]:
     """The reply's token ids as (given, trained, the trained tokens' loss weights): given is its Observation when
@@ -129,7 +129,7 @@ def short_turns(
             for task_text, reply_text in variants:
                 prompt = f"<|im_start|>user\n{task_text}\n{latest}<|im_end|>\n<|im_start|>assistant\n"
                 ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-                given, target, weights = _split_target(tokenizer, reply_text, observation_loss, answer_weight)
+                given, target, weights = split_target(tokenizer, reply_text, observation_loss, answer_weight)
                 out.append((list(ids) + given, target, weights))
     return out
 
