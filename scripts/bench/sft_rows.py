@@ -12,6 +12,10 @@ at most ``GROWTH_MB`` (the whole table's grows with the data). The last line say
 
     python scripts/bench/sft_rows.py                       # 1,000 and 4,000 rows of 100 kB
     python scripts/bench/sft_rows.py --rows 2000 --blob-kb 300 --reads 100
+    python scripts/bench/sft_rows.py --parquet runs/testbed/layouts/sft_s0/sft_data/train.parquet --reads 50
+
+With ``--parquet`` the same two modes also read a real SFT parquet. Its rows decode more slowly than the synthetic
+ones: the testbed's groups are about 20 MB decoded, and many small blobs a row decode slower than one large one.
 """
 
 from __future__ import annotations
@@ -68,10 +72,16 @@ def read(mode: str, path: str, reads: int) -> dict[str, float]:
     opened = time.perf_counter() - start
     picks = np.random.default_rng(1).integers(0, n, size=reads)
     start = time.perf_counter()
-    size = sum(len(get(int(i))["blobs"][0]) for i in picks)
+    size = sum(len(blob) for i in picks for blob in get(int(i))["blobs"])
     per_row = (time.perf_counter() - start) / reads
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"open_s": opened, "ms_per_row": 1000 * per_row, "peak_mb": peak, "bytes": size}
+
+
+def child(mode: str, path: Path, reads: int) -> dict[str, float]:
+    """:func:`read` in a fresh process, so each mode's peak memory is its own."""
+    cmd = [sys.executable, __file__, "--reads", str(reads), "--child", mode, str(path)]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
 def main() -> int:
@@ -79,6 +89,9 @@ def main() -> int:
     p.add_argument("--rows", type=int, nargs="+", default=[1000, 4000])
     p.add_argument("--blob-kb", type=int, default=100)
     p.add_argument("--reads", type=int, default=200, help="rows read at random positions")
+    p.add_argument(
+        "--parquet", type=Path, help="also time both modes on this SFT parquet (rl.sft.export's output)"
+    )
     p.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -87,14 +100,21 @@ def main() -> int:
     print("| rows | data (MB) | mode | peak RSS (MB) | ms per random row | open (s) |")
     print("| --- | --- | --- | --- | --- | --- |")
     peaks = []
+    if args.parquet:
+        import pyarrow.parquet as pq
+
+        rows, mb = pq.read_metadata(args.parquet).num_rows, args.parquet.stat().st_size / 2**20
+        for mode in ("whole table", "on demand"):
+            out = child(mode, args.parquet, args.reads)
+            print(f"| {rows} ({args.parquet.name}) | {mb:.0f} | {mode} | {out['peak_mb']:.0f} | "
+                  f"{out['ms_per_row']:.2f} | {out['open_s']:.2f} |", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for rows in args.rows:
             path = Path(tmp) / f"sft_{rows}.parquet"
             write_data(path, rows, args.blob_kb)
             mb = path.stat().st_size / 2**20
             for mode in ("whole table", "on demand"):
-                cmd = [sys.executable, __file__, "--reads", str(args.reads), "--child", mode, str(path)]
-                out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+                out = child(mode, path, args.reads)
                 if mode == "on demand":
                     peaks.append(out["peak_mb"])
                 print(f"| {rows} | {mb:.0f} | {mode} | {out['peak_mb']:.0f} | {out['ms_per_row']:.2f} | "
