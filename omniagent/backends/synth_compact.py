@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 
 from omniagent.backends.synth_world import Item, Percept, SynthWorld
 
-__all__ = ["CompactClaim", "CompactFact", "describe_compact", "is_compact", "parse_compact", "sec"]
+__all__ = [
+    "CompactClaim",
+    "CompactFact",
+    "describe_compact",
+    "frame_clauses",
+    "is_compact",
+    "parse_compact",
+    "sec",
+]
 
 _HUE = r"(red|yellow|green|cyan|blue|magenta)"
 _FRAME = re.compile(rf"^(\d+)(?:-(\d+))? (?:{_HUE}(?: (\d))?|(flash|static))$")

@@ -78,6 +78,13 @@ UNIT_NOTES = {
 }
 
 
+def unit_note(template: str, on: bool) -> str:
+    """The teacher's ``unit_thought`` sentence for a number or width answer: what it counts or measures (empty when
+    ``on`` is false or the template has no unit)."""
+    what = UNIT_NOTES.get(template) if on else None
+    return f" The question asks for {what}." if what else ""
+
+
 @dataclass
 class Goal:
     """What the question asks for, read from its text (the only task knowledge the teacher uses)."""

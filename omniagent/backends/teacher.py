@@ -37,7 +37,7 @@ from envs.messages import Message
 from envs.scoring import letters
 from omniagent.backends import teacher_search
 from omniagent.backends.synth_compact import describe_compact
-from omniagent.backends.synth_goals import UNIT_NOTES, parse_goal
+from omniagent.backends.synth_goals import parse_goal, unit_note
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
 from omniagent.backends.teacher_search import SEARCH_GOALS
@@ -90,6 +90,9 @@ class SynthTeacherParams(PolicyParams):
         description="a number or width answer's Thought names what it counts or measures and in what unit "
         "('The question asks for a count of beeps.'), so each question type's number follows its own words",
     )
+    span_quote: bool = Field(
+        False, description="compact: Thought 2 first quotes the Observation clauses around the cue's field"
+    )
 
 
 @register_policy("synth_teacher")
@@ -104,8 +107,8 @@ class SynthTeacherPolicy(Policy):
         self.seed = 0 if p.seed is None else int(p.seed)
         self.limits = p.limits
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
-        self.per_frame = bool(p.per_frame)
-        self.named_frame = bool(p.named_frame)
+        self.per_frame, self.named_frame = bool(p.per_frame), bool(p.named_frame)
+        self.span_quote = bool(p.span_quote)
         self.option_thought, self.answer_text = bool(p.option_thought), bool(p.answer_text)
         self.unit_thought, self.compact_language = bool(p.unit_thought), bool(p.compact)
         self.info: dict[str, Any] = {}
@@ -484,7 +487,7 @@ class SynthTeacherPolicy(Policy):
         elif not self._evidence_found() and self.was_cut:
             note = " I did not cover the whole file, but I answer from what I have."
         written = json.dumps(teacher_search.answer_content(self, answer))
-        return f"{self._facts()}{note}{self._option_note()}{self._unit_note()} Answer: {written}."
+        return f"{self._facts()}{note}{self._option_note()}{unit_note(self.goal.template, self.unit_thought)} Answer: {written}."
 
     def _option_note(self) -> str:
         """With ``option_thought``, where the observed value stands among the options (or that it is not)."""
@@ -493,8 +496,3 @@ class SynthTeacherPolicy(Policy):
         if self.option is None:
             return " I observed none of the options, so I guess."
         return f" {self.option[0]} is option {self.option[1]}."
-
-    def _unit_note(self) -> str:
-        """With ``unit_thought``, what a number answer counts or measures (empty for other questions)."""
-        what = UNIT_NOTES.get(self.goal.template) if self.unit_thought else None
-        return f" The question asks for {what}." if what else ""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envs.scoring import letters
-from omniagent.backends.synth_compact import sec
+from omniagent.backends.synth_compact import frame_clauses, sec
 from omniagent.backends.synth_world import Item
 
 # the teacher (omniagent.backends.teacher.SynthTeacherPolicy), typed loosely: that module imports this one
@@ -323,15 +323,31 @@ def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
     """A compact Thought: the cue on the first turn, then the facts so far; an answer's ends with its letter
     (``not found`` before it when the evidence was never observed). With the teacher's ``option_thought`` the
     chosen option's text stands right before the letter (``red 0-17, digit 9 at 9, 9: D.``), so the letter is
-    looked up from the value just written, whether observed or guessed."""
+    looked up from the value just written, whether observed or guessed. With ``span_quote`` the second Thought
+    opens with :func:`span_quote` and ``; `` (``14-28 red, 42 blue, 57 green; blue 28-57.``)."""
     g = t.goal
     if action["type"] == "answer":
         found = "" if evidence_found(t) else ", not found"
         letter = str(action["content"])
-        return f"{compact_facts(t)}{found}{_option_echo(t, letter)}: {answer_content(t, letter)}."
-    if t.turn == 1:
+        body = f"{compact_facts(t)}{found}{_option_echo(t, letter)}: {answer_content(t, letter)}."
+    elif t.turn == 1:
         return f"listen for {g.value} Hz." if g.search == "pitch_visual" else f"look for {g.value}."
-    return f"{compact_facts(t)}."
+    else:
+        body = f"{compact_facts(t)}."
+    cited = span_quote(t)
+    return f"{cited}; {body}" if cited else body
+
+
+def span_quote(t: SynthTeacherPolicy) -> str:
+    """With the teacher's ``span_quote``, on the turn after the first look of a colour-cue question: the clauses of
+    that look's Observation from the one before the cue's first to the one after the cue's last, verbatim (the
+    field's span is then the last number of the first clause and the first number of the last, or a file edge).
+    Empty otherwise, and when the look showed no frame of the cue."""
+    if not t.span_quote or t.turn != 2 or t.goal.search not in ("cue_visual", "cue_audio"):
+        return ""
+    clauses = frame_clauses(t.world, sorted(t.memory.frames))  # only the first look's frames are known
+    cue = [i for i, c in enumerate(clauses) if c.split()[1] == t.goal.value]
+    return ", ".join(clauses[max(0, cue[0] - 1) : cue[-1] + 2]) if cue else ""
 
 
 def answer_content(t: SynthTeacherPolicy, letter: Any) -> Any:

@@ -91,7 +91,10 @@ def detectable(sd: float, n: int, alpha: float = 0.05, power: float = 0.8) -> fl
         lower = float(np.nan_to_num(stats.nct.cdf(-crit, n - 1, nc)))  # ~0 (scipy gives nan far in the tail)
         return float(stats.nct.sf(crit, n - 1, nc)) + lower - power
 
-    return float(optimize.brentq(gap, 1e-6 * sd, 4 * sd))
+    hi = 4 * sd
+    while gap(hi) < 0:  # few seeds need a difference of many standard deviations (two: about 10)
+        hi *= 2
+    return float(optimize.brentq(gap, 1e-6 * sd, hi))
 
 
 def policy_row(folder: Path) -> dict[str, Any]:

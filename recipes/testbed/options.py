@@ -43,6 +43,13 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "its letter, and the answer Thought ends with it ('green at 41: green.')",
     ),
     (
+        "--span-quote",
+        int,
+        0,
+        "1: the teacher's second Thought opens with the first look's Observation clauses around the cue's field, "
+        "verbatim, before the field's span ('14-28 red, 42 blue, 57 green; blue 28-57.')",
+    ),
+    (
         "--answer-weight",
         float,
         1.0,

@@ -8,7 +8,8 @@ over the whole file, then a look inside the span where that colour's field lies.
 eval folder of the recipe's ``eval`` stage; its ``agent/trajectories.jsonl`` is read) and each such question whose
 episode opens with a frame look over at least half the file, this counts:
 
-- **cue named**: the second turn's Thought leads with the question's colour (``green ...``);
+- **cue named**: the second turn's Thought leads with the question's colour (``green ...``), after its quote of
+  the Observation when it opens with one (``...; green 26-43``);
 - **span holds**: the second turn's Thought leads with the cue and a span (``green 26-43``) that contains the
   answer's evidence (the set's ``evidence`` interval of the digit's showing);
 - **look meets**: the second turn's action is a look whose span meets the evidence.
@@ -40,15 +41,21 @@ MEASURES = {
 }  # the table's columns, the row keys
 
 
+def span_match(thought: str) -> re.Match[str] | None:
+    """The colour and span a Thought leads with (``green 26-43``), after its quote of the Observation when it opens
+    with one (the teacher's ``span_quote``: ``14-28 red, 42 blue, 57 green; blue 28-57.``), else None."""
+    return SPAN.match((thought or "").rsplit("; ", 1)[-1])
+
+
 def cue_named(thought: str, cue: str) -> int:
     """1 when ``thought`` leads with a colour and a span and that colour is ``cue``, else 0."""
-    m = SPAN.match(thought or "")
+    m = span_match(thought)
     return int(m is not None and m.group(1) == cue)
 
 
 def span_holds(thought: str, cue: str, evidence: list[list[float]]) -> int:
     """1 when ``thought`` leads with ``cue`` and a span that contains every evidence interval, else 0."""
-    m = SPAN.match(thought or "")
+    m = span_match(thought)
     if m is None or m.group(1) != cue:
         return 0
     a, b = float(m.group(2)), float(m.group(3))

@@ -40,13 +40,13 @@ from recipes.testbed.analysis import detectable, t_interval, two_level_bootstrap
 from recipes.testbed.handover_run import overlaps
 from recipes.testbed.search_step import (
     MEASURES,
-    SPAN,
     TEMPLATES,
     cue_named,
     looks_over_file,
     question_cue,
     rate,
     span_holds,
+    span_match,
 )
 
 FLOOR_SHARE = 0.25  # a Thought naming one of the four colours at random, that colour's span as the teacher's
@@ -229,8 +229,8 @@ def span_parts(reply: str, probe: dict[str, Any]) -> dict[str, Any]:
     both ends numbers the Observation writes or a file edge (0, the last second); only ``answers`` (1 when the turn
     answers instead of looking) where the Thought does not lead with the cue and a span."""
     thought, action = parse_reply(reply)
-    teacher = SPAN.match(parse_reply(probe["reply"])[0])
-    mine = SPAN.match(thought)
+    teacher = span_match(parse_reply(probe["reply"])[0])
+    mine = span_match(thought)
     out: dict[str, Any] = {"answers": int(action.get("type") == "answer")}
     if mine is None or teacher is None or mine.group(1) != probe["cue"]:
         return out
@@ -279,11 +279,18 @@ def end_loss(run: Path, last: int = 100) -> float | None:
     return float(np.mean(json.loads(path.read_text())["loss"][-last:]))
 
 
-def analyse(arms: dict[str, Path], seeds: list[int], primary: tuple[str, str]) -> dict[str, Any]:
-    """Each seed's rates per arm, and the primary difference (span holds) paired by seed."""
-    results = {arm: {s: json.loads((Path(f"{prefix}_s{s}") / "probe.json").read_text()) for s in seeds}
+def analyse(
+    arms: dict[str, Path],
+    seeds: list[int],
+    primary: tuple[str, str],
+    measures: dict[str, str] = MEASURES,
+    file: str = "probe.json",
+) -> dict[str, Any]:
+    """Each seed's rates per arm, and the differences of every measure paired by seed (the primary: span holds).
+    ``measures`` (name: row key) and ``file`` (in each run's folder) name another scoring of the same runs."""
+    results = {arm: {s: json.loads((Path(f"{prefix}_s{s}") / file).read_text()) for s in seeds}
                for arm, prefix in arms.items()}  # fmt: skip
-    rows = {arm: {s: {**{name: r["rates"][name] for name in MEASURES}, "loss": end_loss(Path(f"{arms[arm]}_s{s}"))}
+    rows = {arm: {s: {**{name: r["rates"][name] for name in measures}, "loss": end_loss(Path(f"{arms[arm]}_s{s}"))}
                   for s, r in res.items()} for arm, res in results.items()}  # fmt: skip
     a, b = primary
     teacher = results[a][seeds[0]]["teacher"]
@@ -293,7 +300,7 @@ def analyse(arms: dict[str, Path], seeds: list[int], primary: tuple[str, str]) -
         out[f"{arm} - floor: span holds"] = t_interval(
             [rows[arm][s]["span holds"]["mean"] - out["floor"] for s in seeds]
         )
-    for name, key in MEASURES.items():
+    for name, key in measures.items():
         diffs = [results[a][s]["rates"][name]["mean"] - results[b][s]["rates"][name]["mean"] for s in seeds]
         video_diffs = []
         for s in seeds:
@@ -306,8 +313,8 @@ def analyse(arms: dict[str, Path], seeds: list[int], primary: tuple[str, str]) -
     return out
 
 
-def figure(res: dict[str, Any], path: Path) -> None:
-    """Span holds per seed and arm, with the teacher's rate and the floor."""
+def figure(res: dict[str, Any], path: Path, measure: str = "span holds") -> None:
+    """``measure`` per seed and arm, with the teacher's rate (and for span holds the floor)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,13 +323,14 @@ def figure(res: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for i, (arm, seeds) in enumerate(res["rows"].items()):
         xs = [int(s) + (i - 0.5) * 0.15 for s in seeds]
-        mean = [r["span holds"]["mean"] for r in seeds.values()]
-        err = [[m - r["span holds"]["lo"] for m, r in zip(mean, seeds.values(), strict=True)],
-               [r["span holds"]["hi"] - m for m, r in zip(mean, seeds.values(), strict=True)]]  # fmt: skip
+        mean = [r[measure]["mean"] for r in seeds.values()]
+        err = [[m - r[measure]["lo"] for m, r in zip(mean, seeds.values(), strict=True)],
+               [r[measure]["hi"] - m for m, r in zip(mean, seeds.values(), strict=True)]]  # fmt: skip
         ax.errorbar(xs, mean, yerr=err, fmt="o", color=f"C{i}", capsize=3, label=arm)
-    ax.axhline(res["teacher"]["span holds"]["mean"], color="k", lw=1, label="teacher")
-    ax.axhline(res["floor"], color="k", ls=":", lw=1, label="floor (a colour at random)")
-    ax.set(xlabel="warm-up seed", ylabel="span holds (fresh probes)", ylim=(-0.02, 1.02),
+    ax.axhline(res["teacher"][measure]["mean"], color="k", lw=1, label="teacher")
+    if measure == "span holds":
+        ax.axhline(res["floor"], color="k", ls=":", lw=1, label="floor (a colour at random)")
+    ax.set(xlabel="warm-up seed", ylabel=f"{measure} (fresh probes)", ylim=(-0.02, 1.02),
            title="the second turn's span, the teacher's Observation given")  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -331,16 +339,16 @@ def figure(res: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def table(res: dict[str, Any]) -> str:
+def table(res: dict[str, Any], measures: Sequence[str] = tuple(MEASURES)) -> str:
     def cell(r: dict[str, Any]) -> str:
         return f"{r['mean']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]"
 
-    lines = ["| arm | seed | " + " | ".join(MEASURES) + " | end loss |", "| --- " * (3 + len(MEASURES)) + "|"]
+    lines = ["| arm | seed | " + " | ".join(measures) + " | end loss |", "| --- " * (3 + len(measures)) + "|"]
     for arm, seeds in res["rows"].items():
         for s, rates in seeds.items():
             loss = "—" if rates.get("loss") is None else f"{rates['loss']:.3f}"
-            lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in MEASURES) + f" | {loss} |")
-    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in MEASURES) + " | — |")
+            lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in measures) + f" | {loss} |")
+    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in measures) + " | — |")
     lines.append(
         f"\nFloor (span holds, a colour at random): {res['floor']:.3f}. Probes whose Observation the training "
         f"rows hold verbatim: {res['seen']}."

@@ -114,6 +114,9 @@ def test_paired_t_over_seeds_holm_and_power() -> None:
     assert analysis.holm({"a": 0.001, "b": 0.2}) == {"a": True, "b": False}
     # the plan's numbers: 10 seeds detect 1.0 x SD(d_s) at 80% power (two-sided 0.05)
     assert analysis.detectable(0.02, 10) == pytest.approx(0.0199, abs=0.001)
+    # two seeds leave one degree of freedom: the detectable difference is far beyond 4 SD, and still found
+    two = analysis.detectable(1.0, 2)
+    assert 4.0 < two < 20.0 and analysis.detectable(0.5, 2) == pytest.approx(two / 2, rel=1e-3)
 
 
 def test_the_two_level_bootstrap_resamples_seeds_then_videos() -> None:

@@ -1,0 +1,143 @@
+"""The search step with the teacher's Observation given, when the teacher's second Thought first quotes that
+Observation around the cue (the teacher's ``span_quote``): is the span copied then?
+
+    python -m recipes.testbed.span_quote score --run runs/testbed/span_quote/quote_s0 \\
+        --probes runs/testbed/span_quote/fresh_teacher/sft_data/train.parquet --tasks runs/testbed/data/study_5307
+    python -m recipes.testbed.span_quote analyse --arm quote=runs/testbed/span_quote/quote \\
+        --arm plain=runs/testbed/span_copy/w96 --seeds 0 1 2 3 4 --primary quote-plain
+
+Runs are warmed up and write their turns with :mod:`recipes.testbed.span_copy` (``train``, then ``measure --out
+RUN/quote_probe.json`` on the quote-form teacher's probes). ``score`` reads each run's written turns and scores
+them against those probes, adding two measures to :data:`recipes.testbed.search_step.MEASURES`:
+
+- **exact span**: the Thought names the question's colour with the teacher's span, end for end (the teacher's
+  spans are the same with and without the quote);
+- **quote exact**: the Thought's quote (what comes before its last ``; ``) is the teacher's, verbatim.
+
+``analyse`` gives each seed's rates with intervals over videos and every measure's difference of two arms paired by
+seed: a t-interval over seeds and a two-level bootstrap (seeds, then videos), as ``span_copy analyse`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envs.jsonl import write_atomic
+from envs.messages import message_text
+from recipes.testbed import span_copy
+from recipes.testbed.search_step import MEASURES, rate, span_match
+
+QUOTE_MEASURES = {
+    **MEASURES,
+    "exact span": "exact",
+    "quote exact": "quote",
+}  # the table's columns, the row keys
+PRIMARY = "exact span"
+WRITTEN = "quote_probe.json"  # each run's turns, written by ``span_copy measure --out``
+SCORED = "quote.json"  # each run's turns scored by ``score``
+
+
+def quote_of(thought: str) -> str:
+    """A Thought's quote of the Observation: what comes before its last ``; `` (empty without one)."""
+    return thought.rpartition("; ")[0]
+
+
+def score_turn(reply: str, probe: dict[str, Any]) -> dict[str, int]:
+    """The measures of :data:`QUOTE_MEASURES` (by row key) of one written turn against the probe's teacher."""
+    thought, action = span_copy.parse_reply(reply)
+    teacher = span_copy.parse_reply(probe["reply"])[0]
+    mine, ref = span_match(thought), span_match(teacher)
+    exact = (
+        mine is not None
+        and ref is not None
+        and mine.group(1) == probe["cue"]
+        and mine.groups() == ref.groups()
+    )
+    return {**span_copy.score(thought, action, probe), "exact": int(exact),
+            "quote": int(quote_of(thought) == quote_of(teacher))}  # fmt: skip
+
+
+def rescore(run: Path, probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """``run``'s written turns (:data:`WRITTEN`) scored against ``probes``, the rates over them and the teacher's."""
+    written = json.loads((run / WRITTEN).read_text())
+    by_id = {p["id"]: p for p in probes}
+    missing = [r["id"] for r in written["rows"] if r["id"] not in by_id]
+    if missing or len(written["rows"]) != len(probes):
+        raise ValueError(f"{run / WRITTEN}: its turns are not the probes' ({len(missing)} unknown ids)")
+    rows = [{"id": r["id"], "video": r["video"], "template": r["template"],
+             **score_turn(r["written"], by_id[r["id"]])} for r in written["rows"]]  # fmt: skip
+    teacher = [{"video": p["video"], **score_turn(p["reply"], p)} for p in probes]
+    return {"model": written["model"], "probes": len(rows), "seen": written.get("seen"),
+            "rates": {name: rate(rows, key) for name, key in QUOTE_MEASURES.items()},
+            "teacher": {name: rate(teacher, key) for name, key in QUOTE_MEASURES.items()}, "rows": rows}  # fmt: skip
+
+
+def same_turns(plain: Path, quote: Path) -> int:
+    """Check that two SFT parquets of teacher episodes hold the same turns (ids) with the same Observations, as the
+    plain and quote-form teacher's do (the quote changes Thoughts only); the number of turns, else a ValueError."""
+    import pyarrow.parquet as pq
+
+    a, b = (pq.read_table(str(p), columns=["id", "messages"]).to_pylist() for p in (plain, quote))
+    if [r["id"] for r in a] != [r["id"] for r in b]:
+        raise ValueError(f"{plain} and {quote} hold different turns")
+    for x, y in zip(a, b, strict=True):
+        if observation_of_row(x) != observation_of_row(y):
+            raise ValueError(f"{x['id']}: the Observations differ")
+    return len(a)
+
+
+def observation_of_row(row: dict[str, Any]) -> str:
+    """The Observation of an SFT row's target turn."""
+    return span_copy.observation_of(message_text(json.loads(row["messages"])[-1]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.span_quote", description=__doc__.split("\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help=f"score a run's written turns ({WRITTEN} -> {SCORED})")
+    s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
+    s.add_argument(
+        "--probes", type=Path, required=True, help="the quote-form teacher's SFT parquet on the set"
+    )
+    s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    a = sub.add_parser("analyse", help="rows per seed and the paired differences")
+    a.add_argument("--arm", action="append", required=True, metavar="NAME=PREFIX", help="runs PREFIX_s<seed>")
+    a.add_argument("--seeds", type=int, nargs="+", required=True)
+    a.add_argument("--primary", required=True, metavar="A-B")
+    a.add_argument("--out", type=Path, help="the analysis as JSON")
+    a.add_argument("--figure", type=Path, help=f"{PRIMARY} per seed and arm (PNG)")
+    c = sub.add_parser("same-turns", help="check that two teachers' SFT parquets differ in Thoughts only")
+    c.add_argument("plain", type=Path)
+    c.add_argument("quote", type=Path)
+    args = p.parse_args(argv)
+    if args.command == "same-turns":
+        print(f"{same_turns(args.plain, args.quote)} turns, the same ids and Observations")
+        return 0
+    if args.command == "score":
+        probes = span_copy.load_probes(args.probes, args.tasks)
+        for run in args.run:
+            res = rescore(run, probes)
+            write_atomic(run / SCORED, json.dumps(res, indent=1))
+            print(json.dumps({"run": str(run), **{k: round(v["mean"], 3) for k, v in res["rates"].items()}}))
+        return 0
+    arms = {k: Path(v) for k, v in (spec.split("=", 1) for spec in args.arm)}
+    a_arm, _, b_arm = args.primary.partition("-")
+    if a_arm not in arms or b_arm not in arms:
+        raise SystemExit(f"--primary {args.primary!r}: both arms must be given by --arm")
+    res = span_copy.analyse(arms, args.seeds, (a_arm, b_arm), QUOTE_MEASURES, SCORED)
+    if args.out:
+        write_atomic(args.out, json.dumps(res, indent=1))
+    if args.figure:
+        span_copy.figure(res, args.figure, PRIMARY)
+    print(span_copy.table(res, tuple(QUOTE_MEASURES)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

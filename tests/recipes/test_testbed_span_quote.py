@@ -1,0 +1,137 @@
+"""The span quote probe (recipes/testbed/span_quote.py): a written turn scored against the quote-form teacher (exact
+span, quote exact, and span_copy's three measures), runs scored from their written turns, and the paired analysis."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from recipes.testbed.span_copy import load_probes
+from recipes.testbed.span_quote import QUOTE_MEASURES, main, quote_of, rescore, same_turns, score_turn
+
+REPO = Path(__file__).resolve().parents[2]
+OBS = "0-12 yellow, 24 red, 36 blue 2, 48-59 green"
+
+
+def _turn(thought: str, start: int = 12, end: int = 36) -> str:
+    return json.dumps({"observation": OBS, "thought": thought,
+                       "action": {"type": "get_frames", "start": start, "end": end, "num": 8}})  # fmt: skip
+
+
+PROBE = {
+    "cue": "red",
+    "evidence": [[26.0, 27.5]],
+    "reply": _turn("0-12 yellow, 24 red, 36 blue 2; red 12-36."),
+}
+
+
+@pytest.fixture(scope="module")
+def quote_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A two-video search-level set and the teacher's episodes on it with and without the quote, as SFT rows."""
+    from envs.synth import generate_benchmark
+    from rl.sft.export import export_parquet, load_trajectories
+    from rl.synthesis.synthesize import run_synthesis
+
+    root = tmp_path_factory.mktemp("span_quote")
+    generate_benchmark(
+        root / "set", seed=12, n_videos=2, durations=[60.0], config={"level": "search"}, split="test"
+    )
+    for name, quote in (("teacher", True), ("plain", False)):
+        cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "synthesize.yaml"))
+        cfg.update(out_dir=str(root / name), n_samples=2, seed=0)
+        cfg["data"].update(tasks=str(root / "set" / "tasks.jsonl"))
+        cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True, "span_quote": quote})
+        cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
+        run_synthesis(cfg, progress=False)
+        export_parquet(load_trajectories(root / name / "kept.jsonl"), root / f"{name}.parquet")
+    return root / "set", root / "teacher.parquet", root / "plain.parquet"
+
+
+def test_the_quote_form_teacher_keeps_the_same_turns_and_observations(
+    quote_set: tuple, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, quote, plain = quote_set
+    n = same_turns(plain, quote)
+    assert n == pq.read_metadata(str(quote)).num_rows > 0
+    rows = pq.read_table(str(quote)).to_pylist()
+    messages = json.loads(rows[1]["messages"])
+    reply = json.loads(messages[-1]["content"][0]["text"])
+    messages[-1]["content"][0]["text"] = json.dumps({**reply, "observation": "0 red"})
+    rows[1]["messages"] = json.dumps(messages)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "changed.parquet")
+    with pytest.raises(ValueError, match="Observations differ"):
+        same_turns(plain, tmp_path / "changed.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[1:]), tmp_path / "fewer.parquet")
+    with pytest.raises(ValueError, match="different turns"):
+        same_turns(plain, tmp_path / "fewer.parquet")
+
+
+def test_a_turn_is_scored_on_its_exact_span_and_its_quote() -> None:
+    assert (
+        quote_of("0-12 yellow, 24 red; red 12-36.") == "0-12 yellow, 24 red" and quote_of("red 12-36.") == ""
+    )
+    assert score_turn(PROBE["reply"], PROBE) == {"cue": 1, "span": 1, "look": 1, "exact": 1, "quote": 1}
+    # today's Thought: the span without the quote
+    assert score_turn(_turn("red 12-36."), PROBE) == {"cue": 1, "span": 1, "look": 1, "exact": 1, "quote": 0}
+    # a quote that drops a clause, then the right span
+    assert score_turn(_turn("24 red, 36 blue 2; red 12-36."), PROBE)["quote"] == 0
+    # the right quote, then a span one end off: it still holds the evidence, but it is not the teacher's
+    off = score_turn(_turn("0-12 yellow, 24 red, 36 blue 2; red 12-48."), PROBE)
+    assert off == {"cue": 1, "span": 1, "look": 1, "exact": 0, "quote": 1}
+    # the teacher's span under another colour is not exact
+    assert score_turn(_turn("0-12 yellow, 24 red, 36 blue 2; blue 12-36."), PROBE)["exact"] == 0
+    assert score_turn("not json", PROBE) == {"cue": 0, "span": 0, "look": 0, "exact": 0, "quote": 0}
+
+
+def _write(run: Path, rows: list[dict]) -> None:
+    run.mkdir(parents=True)
+    (run / "quote_probe.json").write_text(json.dumps({"model": str(run), "seen": 0, "rows": rows}))
+
+
+def test_runs_are_scored_and_the_arms_paired_by_seed(quote_set: tuple, tmp_path: Path, capsys) -> None:
+    tasks_dir, parquet, _ = quote_set
+    probes = load_probes(parquet, tasks_dir)
+    assert len(probes) >= 4 and all("; " in json.loads(p["reply"])["thought"] for p in probes)
+
+    def rows(
+        copy: int,
+    ) -> list[dict]:  # the first ``copy`` probes written as the teacher, the rest without quote
+        out = []
+        for i, p in enumerate(probes):
+            reply = json.loads(p["reply"])
+            if i >= copy:
+                reply["thought"] = reply["thought"].rpartition("; ")[2]
+            out.append(
+                {"id": p["id"], "video": p["video"], "template": p["template"], "written": json.dumps(reply)}
+            )
+        return out
+
+    n = len(probes)
+    for s, copy in enumerate((n, n - 2)):
+        _write(tmp_path / f"quote_s{s}", rows(copy))
+        _write(tmp_path / f"plain_s{s}", rows(0))
+    runs = [a for s in (0, 1) for arm in ("quote", "plain") for a in ("--run", str(tmp_path / f"{arm}_s{s}"))]
+    assert main(["score", *runs, "--probes", str(parquet), "--tasks", str(tasks_dir)]) == 0
+    scored = json.loads((tmp_path / "quote_s0" / "quote.json").read_text())
+    assert set(scored["rates"]) == set(QUOTE_MEASURES)
+    assert scored["teacher"]["quote exact"]["mean"] == 1.0 and scored["teacher"]["exact span"]["mean"] == 1.0
+    assert scored["rates"]["quote exact"]["mean"] == 1.0
+    plain = json.loads((tmp_path / "plain_s1" / "quote.json").read_text())
+    assert plain["rates"]["quote exact"]["mean"] == 0.0 and plain["rates"]["exact span"]["mean"] == 1.0
+    capsys.readouterr()
+    fig = tmp_path / "fig.png"
+    assert main(["analyse", "--arm", f"quote={tmp_path / 'quote'}", "--arm", f"plain={tmp_path / 'plain'}",
+                 "--seeds", "0", "1", "--primary", "quote-plain", "--figure", str(fig)]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "quote - plain: quote exact | +1.000, " in text and f"{(n - 2) / n:+.3f}" in text
+    assert "quote - plain: exact span | +0.000, +0.000" in text and fig.stat().st_size > 1000
+    # written turns that are not the probes' are refused
+    _write(tmp_path / "short_s0", rows(0)[1:])
+    with pytest.raises(ValueError, match="not the probes"):
+        rescore(tmp_path / "short_s0", probes)
