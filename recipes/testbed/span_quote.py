@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,43 @@ def rescore(run: Path, probes: list[dict[str, Any]]) -> dict[str, Any]:
             "teacher": {name: rate(teacher, key) for name, key in QUOTE_MEASURES.items()}, "rows": rows}  # fmt: skip
 
 
+OVERLAP = (
+    "quote numbers",
+    "quote clauses",
+    "span numbers",
+)  # what ``overlap`` counts, in its own Observation
+
+
+def _found(parts: list[str], observation: str, clauses: bool) -> int:
+    """How many of ``parts`` (numbers, or whole clauses) the Observation writes."""
+    have = set(observation.split(", ")) if clauses else set(re.findall(r"\d+", observation))
+    return sum(x in have for x in parts)
+
+
+def overlap(rows: list[dict[str, Any]], probes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Exploratory: of what a run's Thoughts write (the quote's numbers and whole clauses, the span's two numbers),
+    the share its own Observation writes, and the share the next probe's (a different Observation) writes: a part
+    taken from the given text is in the first far more often than in the second."""
+    obs = [span_copy.observation_of(p["reply"]) for p in probes]
+    index = {p["id"]: i for i, p in enumerate(probes)}
+    counts = {k: [0, 0, 0] for k in OVERLAP}  # own, other, all
+    for row in rows:
+        i = index[row["id"]]
+        j = next(k % len(probes) for k in range(i + 1, i + len(probes)) if obs[k % len(probes)] != obs[i])
+        thought = span_copy.parse_reply(row["written"])[0]
+        quote, m = quote_of(thought), span_match(thought)
+        parts = {"quote numbers": (re.findall(r"\d+", quote), False),
+                 "quote clauses": (quote.split(", ") if quote else [], True),
+                 "span numbers": (list(m.groups()[1:]) if m else [], False)}  # fmt: skip
+        for key, (found, clauses) in parts.items():
+            c = counts[key]
+            c[0] += _found(found, obs[i], clauses)
+            c[1] += _found(found, obs[j], clauses)
+            c[2] += len(found)
+    return {k: {"own": c[0] / c[2] if c[2] else None, "other": c[1] / c[2] if c[2] else None, "n": c[2]}
+            for k, c in counts.items()}  # fmt: skip
+
+
 def same_turns(plain: Path, quote: Path) -> int:
     """Check that two SFT parquets of teacher episodes hold the same turns (ids) with the same Observations, as the
     plain and quote-form teacher's do (the quote changes Thoughts only); the number of turns, else a ValueError."""
@@ -112,12 +150,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--primary", required=True, metavar="A-B")
     a.add_argument("--out", type=Path, help="the analysis as JSON")
     a.add_argument("--figure", type=Path, help=f"{PRIMARY} per seed and arm (PNG)")
+    o = sub.add_parser(
+        "overlap", help="exploratory: how much of what runs write their own Observation writes"
+    )
+    o.add_argument(
+        "--run", action="append", required=True, metavar="NAME=DIR", help="a run with written turns"
+    )
+    o.add_argument("--probes", type=Path, required=True)
+    o.add_argument("--tasks", type=Path, required=True)
     c = sub.add_parser("same-turns", help="check that two teachers' SFT parquets differ in Thoughts only")
     c.add_argument("plain", type=Path)
     c.add_argument("quote", type=Path)
     args = p.parse_args(argv)
     if args.command == "same-turns":
         print(f"{same_turns(args.plain, args.quote)} turns, the same ids and Observations")
+        return 0
+    if args.command == "overlap":
+        probes = span_copy.load_probes(args.probes, args.tasks)
+        print("| run | " + " | ".join(f"{k}: own / another's (n)" for k in OVERLAP) + " |")
+        print("| --- " * (1 + len(OVERLAP)) + "|")
+        for name, _, run in (spec.rpartition("=") for spec in args.run):
+            res = overlap(json.loads((Path(run) / WRITTEN).read_text())["rows"], probes)
+            name = name or Path(run).name
+            cells = [f"{r['own']:.3f} / {r['other']:.3f} ({r['n']})" if r["n"] else "—" for r in res.values()]
+            print(f"| {name} | " + " | ".join(cells) + " |")
         return 0
     if args.command == "score":
         probes = span_copy.load_probes(args.probes, args.tasks)

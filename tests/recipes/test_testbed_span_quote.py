@@ -10,7 +10,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from recipes.testbed.span_copy import load_probes
-from recipes.testbed.span_quote import QUOTE_MEASURES, main, quote_of, rescore, same_turns, score_turn
+from recipes.testbed.span_quote import (
+    QUOTE_MEASURES,
+    main,
+    overlap,
+    quote_of,
+    rescore,
+    same_turns,
+    score_turn,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 OBS = "0-12 yellow, 24 red, 36 blue 2, 48-59 green"
@@ -135,3 +143,20 @@ def test_runs_are_scored_and_the_arms_paired_by_seed(quote_set: tuple, tmp_path:
     _write(tmp_path / "short_s0", rows(0)[1:])
     with pytest.raises(ValueError, match="not the probes"):
         rescore(tmp_path / "short_s0", probes)
+
+
+def test_overlap_counts_what_a_run_takes_from_its_own_observation(quote_set: tuple) -> None:
+    tasks_dir, parquet, _ = quote_set
+    probes = load_probes(parquet, tasks_dir)
+    assert len({json.loads(p["reply"])["observation"] for p in probes}) >= 2
+    copied = overlap([{"id": p["id"], "written": p["reply"]} for p in probes], probes)
+    assert copied["quote clauses"]["own"] == 1.0 and copied["quote numbers"]["own"] == 1.0
+    assert copied["quote clauses"]["other"] < 1.0 and copied["quote clauses"]["n"] >= len(probes)
+    # every probe written as the next one: the quote is someone else's, so its own Observation holds fewer parts
+    shifted = [
+        {"id": p["id"], "written": probes[(i + 1) % len(probes)]["reply"]} for i, p in enumerate(probes)
+    ]
+    moved = overlap(shifted, probes)
+    assert moved["quote clauses"]["own"] < copied["quote clauses"]["own"]
+    plain = [{"id": p["id"], "written": _turn("red 12-36.")} for p in probes]
+    assert overlap(plain, probes)["quote numbers"] == {"own": None, "other": None, "n": 0}

@@ -67,3 +67,6 @@ python -m recipes.testbed.span_quote score "${RUNS[@]}" --probes $OUT/fresh_teac
     --tasks $FRESH
 python -m recipes.testbed.span_quote analyse --arm quote=$OUT/quote --arm plain=$OUT/plain --seeds "${SEEDS[@]}" \
     --primary quote-plain --out $OUT/analysis.json --figure docs/figures/testbed_span_quote.png | tee $OUT/analysis.md
+# exploratory (added after the planned analysis): how much of what each run writes its own Observation writes
+python -m recipes.testbed.span_quote overlap "${RUNS[@]}" \
+    --probes $OUT/fresh_teacher/sft_data/train.parquet --tasks $FRESH | tee $OUT/overlap.md
