@@ -194,8 +194,17 @@ def measure(
 # --- training -----------------------------------------------------------------------------------------------------
 
 
-def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100) -> Path:
-    """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve."""
+def train(
+    init: Path,
+    data: list[Path],
+    seed: int,
+    out: Path,
+    steps: int,
+    log_every: int = 100,
+    rope_theta: float | None = None,
+) -> Path:
+    """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve. With
+    ``rope_theta`` the text model's RoPE base is set to it (it has no weights: the same seed draws the same ones)."""
     import torch
     from transformers import (
         AutoConfig,
@@ -209,13 +218,19 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
 
     processor = AutoProcessor.from_pretrained(init)
     torch.manual_seed(seed)
-    model = Qwen2_5OmniThinkerForConditionalGeneration(AutoConfig.from_pretrained(init))
+    config = AutoConfig.from_pretrained(init)
+    if rope_theta is not None:
+        config.text_config.rope_parameters = {
+            **config.text_config.rope_parameters,
+            "rope_theta": float(rope_theta),
+        }
+    model = Qwen2_5OmniThinkerForConditionalGeneration(config)
     model.generation_config = GenerationConfig.from_pretrained(init)
     losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
                              log_every=log_every, observation_loss=False)  # fmt: skip
     save_checkpoint(model.eval(), processor, out)
-    write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
-                                                       "steps": steps, "loss": losses}))  # fmt: skip
+    write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed, "steps": steps,
+                                                       "rope_theta": rope_theta, "loss": losses}))  # fmt: skip
     return out
 
 
@@ -380,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     t.add_argument("--seed", type=int, required=True)
     t.add_argument("--steps", type=int, default=WARMUP["steps"])
+    t.add_argument("--rope-theta", type=float, help="the text model's RoPE base (default: --init's)")
     t.add_argument("--out", type=Path, required=True)
     m = sub.add_parser("measure", help="the probes' second turns, written by a model")
     m.add_argument("--model", type=Path, required=True)
@@ -410,7 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (args.out / "config.json").exists():
             print(f"{args.out}: done")
             return 0
-        train(args.init, args.data, args.seed, args.out, args.steps)
+        train(args.init, args.data, args.seed, args.out, args.steps, rope_theta=args.rope_theta)
     elif args.command == "measure":
         out = args.out or args.model / "probe.json"
         seen = training_observations(args.train) if args.train else None

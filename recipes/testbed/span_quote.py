@@ -149,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     a.add_argument("--seeds", type=int, nargs="+", required=True)
     a.add_argument("--primary", required=True, metavar="A-B")
     a.add_argument("--out", type=Path, help="the analysis as JSON")
-    a.add_argument("--figure", type=Path, help=f"{PRIMARY} per seed and arm (PNG)")
+    a.add_argument("--figure", type=Path, help="the plotted measure per seed and arm (PNG)")
+    a.add_argument("--plot", default=PRIMARY, choices=list(QUOTE_MEASURES), help="the figure's measure")
     o = sub.add_parser(
         "overlap", help="exploratory: how much of what runs write their own Observation writes"
     )
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         write_atomic(args.out, json.dumps(res, indent=1))
     if args.figure:
-        span_copy.figure(res, args.figure, PRIMARY)
+        span_copy.figure(res, args.figure, args.plot)
     print(span_copy.table(res, tuple(QUOTE_MEASURES)))
     return 0
 

@@ -219,3 +219,26 @@ def test_the_breakdown_tables_each_run_beside_the_teacher(teacher_set: tuple, tm
     teacher, copy = (line for line in text.splitlines() if line.startswith(("| teacher", "| copy")))
     assert teacher.replace("teacher", "copy") == copy
     assert "| 1.000 | 1.000 | 1.000 | 1.000 |" in copy
+
+
+def test_the_rope_base_is_set_without_changing_the_drawn_weights(teacher_set: tuple, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+
+    from recipes.testbed.model import build_testbed_agent
+    from recipes.testbed.span_copy import load_agent, train
+    from recipes.tiny_agent.model import corpus_texts
+
+    _, parquet = teacher_set
+    init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)
+    base = train(init, [parquet], 3, tmp_path / "base", steps=0)
+    short = train(init, [parquet], 3, tmp_path / "short", steps=0, rope_theta=1e4)
+    assert AutoConfig.from_pretrained(short).text_config.rope_parameters["rope_theta"] == 1e4
+    assert AutoConfig.from_pretrained(base).text_config.rope_parameters["rope_theta"] == 1e6  # the init's
+    a, b = (load_file(str(d / "model.safetensors")) for d in (base, short))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the same seed, the same weights
+    inv = load_agent(short)[0].model.rotary_emb.inv_freq
+    head = 64 // AutoConfig.from_pretrained(short).text_config.num_attention_heads
+    assert torch.allclose(inv, 1e4 ** (-torch.arange(0, head, 2, dtype=torch.float) / head))
+    assert json.loads((short / "warmup_loss.json").read_text())["rope_theta"] == 1e4

@@ -135,7 +135,7 @@ def test_runs_are_scored_and_the_arms_paired_by_seed(quote_set: tuple, tmp_path:
     capsys.readouterr()
     fig = tmp_path / "fig.png"
     assert main(["analyse", "--arm", f"quote={tmp_path / 'quote'}", "--arm", f"plain={tmp_path / 'plain'}",
-                 "--seeds", "0", "1", "--primary", "quote-plain", "--figure", str(fig)]) == 0  # fmt: skip
+                 "--seeds", "0", "1", "--primary", "quote-plain", "--figure", str(fig), "--plot", "quote exact"]) == 0  # fmt: skip
     text = capsys.readouterr().out
     assert "quote - plain: quote exact | +1.000, " in text and f"{(n - 2) / n:+.3f}" in text
     assert "quote - plain: exact span | +0.000, +0.000" in text and fig.stat().st_size > 1000
