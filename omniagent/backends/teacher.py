@@ -487,7 +487,8 @@ class SynthTeacherPolicy(Policy):
         elif not self._evidence_found() and self.was_cut:
             note = " I did not cover the whole file, but I answer from what I have."
         written = json.dumps(teacher_search.answer_content(self, answer))
-        return f"{self._facts()}{note}{self._option_note()}{unit_note(self.goal.template, self.unit_thought)} Answer: {written}."
+        unit = unit_note(self.goal.template, self.unit_thought)
+        return f"{self._facts()}{note}{self._option_note()}{unit} Answer: {written}."
 
     def _option_note(self) -> str:
         """With ``option_thought``, where the observed value stands among the options (or that it is not)."""

@@ -339,10 +339,10 @@ def compact_thought(t: SynthTeacherPolicy, action: dict[str, Any]) -> str:
 
 
 def span_quote(t: SynthTeacherPolicy) -> str:
-    """With the teacher's ``span_quote``, on the turn after the first look of a colour-cue question: the clauses of
-    that look's Observation from the one before the cue's first to the one after the cue's last, verbatim (the
-    field's span is then the last number of the first clause and the first number of the last, or a file edge).
-    Empty otherwise, and when the look showed no frame of the cue."""
+    """With the teacher's ``span_quote``, on the second turn of a colour-cue question (after the first look): the
+    clauses of that look's Observation from the one before the cue's first to the one after the cue's last, verbatim
+    (the field's span is then the last number of the first clause and the first number of the last, or a file edge).
+    Empty otherwise, and when no frame of the cue has been seen (a first look that was rejected shows none)."""
     if not t.span_quote or t.turn != 2 or t.goal.search not in ("cue_visual", "cue_audio"):
         return ""
     clauses = frame_clauses(t.world, sorted(t.memory.frames))  # only the first look's frames are known
