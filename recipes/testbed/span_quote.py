@@ -16,6 +16,9 @@ them against those probes, adding two measures to :data:`recipes.testbed.search_
 
 ``analyse`` gives each seed's rates with intervals over videos and every measure's difference of two arms paired by
 seed: a t-interval over seeds and a two-level bootstrap (seeds, then videos), as ``span_copy analyse`` does.
+``overlap`` counts, per run, how much of what its Thoughts write (the quote's numbers and clauses, the span's
+numbers) its own Observation writes, against another probe's. ``same-turns`` checks that two teachers' SFT parquets
+hold the same turns and Observations (the quote changes Thoughts only).
 """
 
 from __future__ import annotations
