@@ -9,7 +9,9 @@
 
 ``train`` builds the untrained agent from ``--init``'s config and tokenizer with its weights drawn from ``--seed``,
 and runs the recipe's text warm-up on it (:func:`recipes.tiny_agent.text_warmup.run_text_warmup`: each teacher turn
-with its question and latest message, the teacher's Observation given, the Thought and action trained).
+with its question and latest message, the teacher's Observation given, the Thought and action trained). It saves its
+state every ``--save-every`` steps, and a run stopped and started again goes on from there (``--rope-theta`` sets
+the text model's RoPE base).
 
 ``measure`` takes the teacher's second turns of ``--probes`` (SFT rows of teacher episodes on a fresh set) whose
 question names a colour (``cue_digit_mcq``, ``cue_pitch_mcq``) and whose first turn looked at frames over at least
@@ -202,9 +204,12 @@ def train(
     steps: int,
     log_every: int = 100,
     rope_theta: float | None = None,
+    save_every: int = 100,
 ) -> Path:
     """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve. With
-    ``rope_theta`` the text model's RoPE base is set to it (it has no weights: the same seed draws the same ones)."""
+    ``rope_theta`` the text model's RoPE base is set to it (it has no weights: the same seed draws the same ones).
+    The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
+    run started again goes on from there; the file is removed once the model is saved."""
     import torch
     from transformers import (
         AutoConfig,
@@ -226,11 +231,14 @@ def train(
         }
     model = Qwen2_5OmniThinkerForConditionalGeneration(config)
     model.generation_config = GenerationConfig.from_pretrained(init)
+    state = out / "warmup_state.pt"
     losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
-                             log_every=log_every, observation_loss=False)  # fmt: skip
+                             log_every=log_every, observation_loss=False, state=state,
+                             save_every=save_every)  # fmt: skip
     save_checkpoint(model.eval(), processor, out)
     write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed, "steps": steps,
                                                        "rope_theta": rope_theta, "loss": losses}))  # fmt: skip
+    state.unlink(missing_ok=True)
     return out
 
 
@@ -396,6 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("--seed", type=int, required=True)
     t.add_argument("--steps", type=int, default=WARMUP["steps"])
     t.add_argument("--rope-theta", type=float, help="the text model's RoPE base (default: --init's)")
+    t.add_argument("--save-every", type=int, default=100, help="steps between the warm-up's resumable saves")
     t.add_argument("--out", type=Path, required=True)
     m = sub.add_parser("measure", help="the probes' second turns, written by a model")
     m.add_argument("--model", type=Path, required=True)
@@ -426,7 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (args.out / "config.json").exists():
             print(f"{args.out}: done")
             return 0
-        train(args.init, args.data, args.seed, args.out, args.steps, rope_theta=args.rope_theta)
+        train(args.init, args.data, args.seed, args.out, args.steps, rope_theta=args.rope_theta,
+              save_every=args.save_every)  # fmt: skip
     elif args.command == "measure":
         out = args.out or args.model / "probe.json"
         seen = training_observations(args.train) if args.train else None

@@ -167,9 +167,13 @@ def run_text_warmup(
     observation_loss: bool = True,
     option_shuffles: int = 0,
     answer_weight: float = 1.0,
+    state: Path | None = None,
+    save_every: int = 0,
 ) -> list[float]:
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer, constant ``lr``);
-    returns the loss before each step."""
+    returns the loss before each step. With ``state`` (a file) the warm-up saves itself there every ``save_every``
+    steps and at its end (weights, optimizer, batch stream, losses), and a warm-up that finds the file goes on from
+    it: a run stopped and started again takes the same steps as one that ran through."""
     samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed, answer_weight)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
@@ -177,11 +181,16 @@ def run_text_warmup(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
+    losses: list[float] = []
+    if state is not None and state.is_file():
+        losses = _resume(state, model, opt, rng)
     model.train()
-    losses, start = [], time.monotonic()
-    for step in range(steps):
+    start = time.monotonic()
+    for step in range(len(losses), steps):
         batch = collate_text(rng.sample(samples, min(batch_size, len(samples))), pad)
         losses.append(optimizer_step(model, opt, params, batch, clip))
+        if state is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == steps):
+            _save_state(state, model, opt, rng, losses)
         if log_every and (step + 1) % log_every == 0:
             line = {
                 "warmup_step": step + 1,
@@ -190,6 +199,28 @@ def run_text_warmup(
             }
             print(json.dumps(line), flush=True)
     return losses
+
+
+def _save_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, rng: random.Random,
+                losses: list[float]) -> None:  # fmt: skip
+    """The warm-up's state, written whole or not at all (a temporary file renamed over the old one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": rng.getstate(),
+                "torch_rng": torch.get_rng_state(), "losses": losses}, tmp)  # fmt: skip
+    tmp.replace(path)
+
+
+def _resume(
+    path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, rng: random.Random
+) -> list[float]:
+    """Load the state :func:`_save_state` wrote into ``model``, ``opt`` and ``rng``; the losses so far."""
+    saved = torch.load(path, map_location="cpu", weights_only=False)
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["opt"])
+    rng.setstate(saved["rng"])
+    torch.set_rng_state(saved["torch_rng"])
+    return list(saved["losses"])
 
 
 def sft_warmup(

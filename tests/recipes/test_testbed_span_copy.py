@@ -123,6 +123,7 @@ def test_a_tiny_agent_is_warmed_up_and_measured(teacher_set: tuple, tmp_path: Pa
                  "--out", str(out)]) == 0  # fmt: skip
     curve = json.loads((out / "warmup_loss.json").read_text())
     assert len(curve["loss"]) == 2 and curve["seed"] == 0
+    assert not (out / "warmup_state.pt").exists()  # the resumable state goes once the model is saved
     assert end_loss(out) == pytest.approx(sum(curve["loss"]) / 2) and end_loss(tmp_path) is None
     assert main(["measure", "--model", str(out), "--probes", str(parquet), "--tasks", str(tasks_dir),
                  "--max-new", "4", "--train", str(parquet)]) == 0  # fmt: skip

@@ -126,6 +126,46 @@ def test_warmup_lowers_the_target_loss(tmp_path: Path, tiny: tuple) -> None:
     assert len(losses) == 8 and losses[-1] < 0.8 * losses[0]
 
 
+def test_a_stopped_warmup_goes_on_from_its_state_as_if_it_ran_through(tmp_path: Path, tiny: tuple) -> None:
+    import copy
+
+    import torch
+
+    model, processor = tiny
+    data = tmp_path / "five.parquet"  # five different rows, so the batch stream matters
+    row = json.loads(pd.read_parquet(_parquet(tmp_path))["messages"][0])
+    rows = []
+    for digit, letter in (("7", "C"), ("4", "A"), ("1", "D"), ("9", "B"), ("3", "A")):
+        reply = (
+            TARGET.replace("digit 7", f"digit {digit}")
+            .replace('"C"', f'"{letter}"')
+            .replace(": C.", f": {letter}.")
+        )
+        rows.append(
+            json.dumps([*row[:-1], {"role": "assistant", "content": [{"type": "text", "text": reply}]}])
+        )
+    pd.DataFrame({"messages": rows}).to_parquet(data)
+    data = [data]
+    state = tmp_path / "warmup_state.pt"
+
+    def run(steps: int, **kw: object) -> tuple[torch.nn.Module, list[float]]:
+        m = copy.deepcopy(model)  # a new process builds the same model again
+        for p in m.parameters():
+            p.requires_grad_(True)
+        torch.manual_seed(0)
+        return m, run_text_warmup(m, processor.tokenizer, data, steps, 2, 3e-3, seed=1, **kw)
+
+    through, full = run(10)
+    _, part = run(4, state=state, save_every=3)  # stopped after step 4: saved at 3 and at its end
+    assert torch.load(state, weights_only=False)["losses"] == part
+    again, resumed = run(10, state=state, save_every=3)
+    assert resumed[:4] == part and resumed == pytest.approx(full, rel=1e-5)
+    for a, b in zip(again.state_dict().values(), through.state_dict().values(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+    _, done = run(10, state=state)  # a finished warm-up found again takes no step
+    assert done == resumed
+
+
 def test_a_row_without_an_assistant_turn_is_refused(tmp_path: Path, tiny: tuple) -> None:
     path = tmp_path / "bad.parquet"
     rows = [
