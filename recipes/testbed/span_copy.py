@@ -128,8 +128,13 @@ def training_observations(parquets: Sequence[Path]) -> set[str]:
     for path in parquets:
         for row in pq.read_table(str(path), columns=["turn", "messages"]).to_pylist():
             if row["turn"] == 2:
-                seen.add(observation_of(message_text(json.loads(row["messages"])[-1])))
+                seen.add(observation_of_row(row))
     return seen
+
+
+def observation_of_row(row: dict[str, Any]) -> str:
+    """The Observation of an SFT row's target turn (its ``messages``' last)."""
+    return observation_of(message_text(json.loads(row["messages"])[-1]))
 
 
 def score(thought: str, action: dict[str, Any], probe: dict[str, Any]) -> dict[str, int]:
@@ -446,17 +451,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dumps({"probes": res["probes"], **{k: round(v["mean"], 3) for k, v in res["rates"].items()}})
         )
     else:
-        arms = dict(spec.split("=", 1) for spec in args.arm)
-        a_arm, _, b_arm = args.primary.partition("-")
-        if a_arm not in arms or b_arm not in arms:
-            raise SystemExit(f"--primary {args.primary!r}: both arms must be given by --arm")
-        res = analyse({k: Path(v) for k, v in arms.items()}, args.seeds, (a_arm, b_arm))
-        if args.out:
-            write_atomic(args.out, json.dumps(res, indent=1))
-        if args.figure:
-            figure(res, args.figure)
-        print(table(res))
+        print(analyse_command(args))
     return 0
+
+
+def analyse_command(
+    args: argparse.Namespace,
+    measures: dict[str, str] = MEASURES,
+    file: str = "probe.json",
+    plot: str = "span holds",
+) -> str:
+    """The ``analyse`` command (``--arm``, ``--seeds``, ``--primary``, ``--out``, ``--figure``) for runs scored in
+    ``file`` on ``measures``, the figure showing ``plot``: the JSON and the figure written, the table returned."""
+    arms = dict(spec.split("=", 1) for spec in args.arm)
+    a_arm, _, b_arm = args.primary.partition("-")
+    if a_arm not in arms or b_arm not in arms:
+        raise SystemExit(f"--primary {args.primary!r}: both arms must be given by --arm")
+    res = analyse({k: Path(v) for k, v in arms.items()}, args.seeds, (a_arm, b_arm), measures, file)
+    if args.out:
+        write_atomic(args.out, json.dumps(res, indent=1))
+    if args.figure:
+        figure(res, args.figure, plot)
+    return table(res, tuple(measures))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import write_atomic
-from envs.messages import message_text
 from recipes.testbed import span_copy
 from recipes.testbed.search_step import MEASURES, rate, span_match
 
@@ -126,14 +125,9 @@ def same_turns(plain: Path, quote: Path) -> int:
     if [r["id"] for r in a] != [r["id"] for r in b]:
         raise ValueError(f"{plain} and {quote} hold different turns")
     for x, y in zip(a, b, strict=True):
-        if observation_of_row(x) != observation_of_row(y):
+        if span_copy.observation_of_row(x) != span_copy.observation_of_row(y):
             raise ValueError(f"{x['id']}: the Observations differ")
     return len(a)
-
-
-def observation_of_row(row: dict[str, Any]) -> str:
-    """The Observation of an SFT row's target turn."""
-    return span_copy.observation_of(message_text(json.loads(row["messages"])[-1]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "overlap", help="exploratory: how much of what runs write their own Observation writes"
     )
     o.add_argument(
-        "--run", action="append", required=True, metavar="NAME=DIR", help="a run with written turns"
+        "--run", action="append", required=True, metavar="[NAME=]DIR", help="a run with written turns"
     )
     o.add_argument("--probes", type=Path, required=True)
     o.add_argument("--tasks", type=Path, required=True)
@@ -186,16 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_atomic(run / SCORED, json.dumps(res, indent=1))
             print(json.dumps({"run": str(run), **{k: round(v["mean"], 3) for k, v in res["rates"].items()}}))
         return 0
-    arms = {k: Path(v) for k, v in (spec.split("=", 1) for spec in args.arm)}
-    a_arm, _, b_arm = args.primary.partition("-")
-    if a_arm not in arms or b_arm not in arms:
-        raise SystemExit(f"--primary {args.primary!r}: both arms must be given by --arm")
-    res = span_copy.analyse(arms, args.seeds, (a_arm, b_arm), QUOTE_MEASURES, SCORED)
-    if args.out:
-        write_atomic(args.out, json.dumps(res, indent=1))
-    if args.figure:
-        span_copy.figure(res, args.figure, args.plot)
-    print(span_copy.table(res, tuple(QUOTE_MEASURES)))
+    print(span_copy.analyse_command(args, QUOTE_MEASURES, SCORED, args.plot))
     return 0
 
 
