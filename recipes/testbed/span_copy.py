@@ -201,20 +201,10 @@ def measure(
 # --- training -----------------------------------------------------------------------------------------------------
 
 
-def train(
-    init: Path,
-    data: list[Path],
-    seed: int,
-    out: Path,
-    steps: int,
-    log_every: int = 100,
-    rope_theta: float | None = None,
-    save_every: int = 100,
-) -> Path:
-    """The text warm-up from fresh weights drawn from ``seed``, saved to ``out`` with its loss curve. With
-    ``rope_theta`` the text model's RoPE base is set to it (it has no weights: the same seed draws the same ones).
-    The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
-    run started again goes on from there; the file is removed once the model is saved."""
+def fresh_agent(init: Path, seed: int, rope_theta: float | None = None) -> tuple[Any, Any]:
+    """The untrained agent of ``init`` (its config and tokenizer) with fresh weights drawn from ``seed``, and its
+    processor. With ``rope_theta`` the text model's RoPE base is set to it (it has no weights: the same seed draws the
+    same ones)."""
     import torch
     from transformers import (
         AutoConfig,
@@ -222,9 +212,6 @@ def train(
         GenerationConfig,
         Qwen2_5OmniThinkerForConditionalGeneration,
     )
-
-    from recipes.tiny_agent.text_warmup import run_text_warmup
-    from rl.checkpoint import save_checkpoint
 
     processor = AutoProcessor.from_pretrained(init)
     torch.manual_seed(seed)
@@ -236,6 +223,26 @@ def train(
         }
     model = Qwen2_5OmniThinkerForConditionalGeneration(config)
     model.generation_config = GenerationConfig.from_pretrained(init)
+    return model, processor
+
+
+def train(
+    init: Path,
+    data: list[Path],
+    seed: int,
+    out: Path,
+    steps: int,
+    log_every: int = 100,
+    rope_theta: float | None = None,
+    save_every: int = 100,
+) -> Path:
+    """The text warm-up from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out`` with its loss curve.
+    The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
+    run started again goes on from there; the file is removed once the model is saved."""
+    from recipes.tiny_agent.text_warmup import run_text_warmup
+    from rl.checkpoint import save_checkpoint
+
+    model, processor = fresh_agent(init, seed, rope_theta)
     state = out / "warmup_state.pt"
     losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
                              log_every=log_every, observation_loss=False, state=state,

@@ -102,28 +102,28 @@ def _write(run: Path, rows: list[dict]) -> None:
     (run / "quote_probe.json").write_text(json.dumps({"model": str(run), "seen": 0, "rows": rows}))
 
 
+def _rows(probes: list[dict], copy: int) -> list[dict]:
+    """Written turns: the first ``copy`` probes' as the teacher wrote them, the rest without the quote."""
+    out = []
+    for i, p in enumerate(probes):
+        reply = json.loads(p["reply"])
+        if i >= copy:
+            reply["thought"] = reply["thought"].rpartition("; ")[2]
+        out.append(
+            {"id": p["id"], "video": p["video"], "template": p["template"], "written": json.dumps(reply)}
+        )
+    return out
+
+
 def test_runs_are_scored_and_the_arms_paired_by_seed(quote_set: tuple, tmp_path: Path, capsys) -> None:
     tasks_dir, parquet, _ = quote_set
     probes = load_probes(parquet, tasks_dir)
     assert len(probes) >= 4 and all("; " in json.loads(p["reply"])["thought"] for p in probes)
 
-    def rows(
-        copy: int,
-    ) -> list[dict]:  # the first ``copy`` probes written as the teacher, the rest without quote
-        out = []
-        for i, p in enumerate(probes):
-            reply = json.loads(p["reply"])
-            if i >= copy:
-                reply["thought"] = reply["thought"].rpartition("; ")[2]
-            out.append(
-                {"id": p["id"], "video": p["video"], "template": p["template"], "written": json.dumps(reply)}
-            )
-        return out
-
     n = len(probes)
     for s, copy in enumerate((n, n - 2)):
-        _write(tmp_path / f"quote_s{s}", rows(copy))
-        _write(tmp_path / f"plain_s{s}", rows(0))
+        _write(tmp_path / f"quote_s{s}", _rows(probes, copy))
+        _write(tmp_path / f"plain_s{s}", _rows(probes, 0))
     runs = [a for s in (0, 1) for arm in ("quote", "plain") for a in ("--run", str(tmp_path / f"{arm}_s{s}"))]
     assert main(["score", *runs, "--probes", str(parquet), "--tasks", str(tasks_dir)]) == 0
     scored = json.loads((tmp_path / "quote_s0" / "quote.json").read_text())
@@ -140,7 +140,7 @@ def test_runs_are_scored_and_the_arms_paired_by_seed(quote_set: tuple, tmp_path:
     assert "quote - plain: quote exact | +1.000, " in text and f"{(n - 2) / n:+.3f}" in text
     assert "quote - plain: exact span | +0.000, +0.000" in text and fig.stat().st_size > 1000
     # written turns that are not the probes' are refused
-    _write(tmp_path / "short_s0", rows(0)[1:])
+    _write(tmp_path / "short_s0", _rows(probes, 0)[1:])
     with pytest.raises(ValueError, match="not the probes"):
         rescore(tmp_path / "short_s0", probes)
 
@@ -160,3 +160,83 @@ def test_overlap_counts_what_a_run_takes_from_its_own_observation(quote_set: tup
     assert moved["quote clauses"]["own"] < copied["quote clauses"]["own"]
     plain = [{"id": p["id"], "written": _turn("red 12-36.")} for p in probes]
     assert overlap(plain, probes)["quote numbers"] == {"own": None, "other": None, "n": 0}
+
+
+def _weights(folder: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def _same(a: dict, b: dict) -> bool:
+    import torch
+
+    return a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_a_long_warmup_keeps_the_models_shorter_warmups_end_with(quote_set: tuple, tmp_path: Path) -> None:
+    from recipes.testbed import long_warmup
+    from recipes.testbed.model import build_testbed_agent
+    from recipes.testbed.span_copy import train
+    from recipes.tiny_agent.model import corpus_texts
+
+    _, parquet, _ = quote_set
+    init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)
+    straight = {k: _weights(train(init, [parquet], 1, tmp_path / f"straight{k}", steps=k)) for k in (2, 4)}
+    out = tmp_path / "long_s1"
+    folders = long_warmup.train(init, [parquet], 1, out, steps=4, keep_every=2)
+    assert [f.name for f in folders] == ["step_2", "step_4"] and long_warmup.kept_steps(out) == [2, 4]
+    assert _same(_weights(folders[0]), straight[2]) and _same(_weights(folders[1]), straight[4])
+    curves = [json.loads((f / "warmup_loss.json").read_text())["loss"] for f in folders]
+    assert len(curves[0]) == 2 and curves[1][:2] == curves[0] and len(curves[1]) == 4
+    # a run stopped after its first kept model goes on from its saved state
+    again = tmp_path / "again_s1"
+    long_warmup.train(init, [parquet], 1, again, steps=2, keep_every=2)
+    long_warmup.train(init, [parquet], 1, again, steps=4, keep_every=2, save_every=1)
+    assert _same(_weights(long_warmup.kept(again, 4)), straight[4])
+    # a kept model lost after the state was saved is written again from that state, without a step
+    for f in long_warmup.kept(again, 4).iterdir():
+        f.unlink()
+    long_warmup.kept(again, 4).rmdir()
+    long_warmup.train(init, [parquet], 1, again, steps=4, keep_every=2)
+    assert _same(_weights(long_warmup.kept(again, 4)), straight[4])
+    # a state past a missing kept model is refused, and so is a step count the kept models do not divide
+    (long_warmup.kept(again, 2) / "warmup_loss.json").unlink()
+    with pytest.raises(RuntimeError, match="past step 2"):
+        long_warmup.train(init, [parquet], 1, again, steps=4, keep_every=2)
+    with pytest.raises(ValueError, match="must divide"):
+        long_warmup.train(init, [parquet], 1, again, steps=5, keep_every=2)
+
+
+def test_the_curve_gives_each_seeds_rates_at_each_kept_step(quote_set: tuple, tmp_path: Path, capsys) -> None:
+    from recipes.testbed import long_warmup
+
+    tasks_dir, parquet, _ = quote_set
+    probes = load_probes(parquet, tasks_dir)
+    n = len(probes)
+    copies = {0: {1200: 0, 2400: n}, 1: {1200: 1, 2400: n - 1}}
+    for seed, by_step in copies.items():
+        for step, copy in by_step.items():
+            folder = long_warmup.kept(tmp_path / f"long_s{seed}", step)
+            _write(folder, _rows(probes, copy))
+            (folder / "warmup_loss.json").write_text(json.dumps({"loss": [1.0] * (step - 100) + [0.5] * 100}))
+            assert (
+                main(["score", "--run", str(folder), "--probes", str(parquet), "--tasks", str(tasks_dir)])
+                == 0
+            )
+    capsys.readouterr()
+    fig = tmp_path / "curve.png"
+    assert long_warmup.main(["curve", "--prefix", str(tmp_path / "long"), "--seeds", "0", "1",
+                             "--figure", str(fig), "--out", str(tmp_path / "curve.json")]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "| 0 | 1200 | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] |" in text
+    assert "| 0 | 2400 | 1.000 [1.000, 1.000] |" in text and f"| 1 | 2400 | {(n - 1) / n:.3f} " in text
+    assert text.count("| 0.500 |") == 4 and fig.stat().st_size > 1000
+    res = json.loads((tmp_path / "curve.json").read_text())
+    assert res["steps"] == [1200, 2400] and res["teacher"]["quote exact"]["mean"] == 1.0
+    # seeds that kept different steps are not put on one curve
+    _write(long_warmup.kept(tmp_path / "long_s1", 3600), _rows(probes, 0))
+    main(["score", "--run", str(long_warmup.kept(tmp_path / "long_s1", 3600)), "--probes", str(parquet),
+          "--tasks", str(tasks_dir)])  # fmt: skip
+    with pytest.raises(ValueError, match="different steps"):
+        long_warmup.curve(tmp_path / "long", [0, 1])
