@@ -144,16 +144,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m recipes.testbed.long_warmup", description=__doc__.split("\n")[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="a text warm-up that keeps its model every --keep-every steps")
-    t.add_argument("--init", type=Path, required=True, help="the untrained agent (config and tokenizer)")
-    t.add_argument("--data", type=Path, nargs="+", required=True, help="SFT parquets of teacher episodes")
-    t.add_argument("--seed", type=int, required=True)
+    help_train = "a text warm-up that keeps its model every --keep-every steps"
+    t = span_copy.warmup_arguments(sub.add_parser("train", help=help_train))
     t.add_argument("--steps", type=int, required=True)
     t.add_argument(
         "--keep-every", type=int, required=True, help="steps between kept models (divides --steps)"
     )
-    t.add_argument("--save-every", type=int, default=100, help="steps between the warm-up's resumable saves")
-    t.add_argument("--out", type=Path, required=True)
     c = sub.add_parser("curve", help="each seed's rates at each kept step (after span_quote score)")
     c.add_argument("--prefix", type=Path, required=True, help="runs PREFIX_s<seed>")
     c.add_argument("--seeds", type=int, nargs="+", required=True)

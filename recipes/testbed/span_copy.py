@@ -403,21 +403,24 @@ def table(res: dict[str, Any], measures: Sequence[str] = tuple(MEASURES)) -> str
     return "\n".join(lines)
 
 
+def warmup_arguments(t: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A warm-up command's options: ``--init``, ``--data``, ``--seed``, ``--save-every``, ``--out``."""
+    t.add_argument("--init", type=Path, required=True, help="the untrained agent (config and tokenizer)")
+    t.add_argument("--data", type=Path, nargs="+", required=True, help="SFT parquets of teacher episodes")
+    t.add_argument("--seed", type=int, required=True)
+    t.add_argument("--save-every", type=int, default=100, help="steps between the warm-up's resumable saves")
+    t.add_argument("--out", type=Path, required=True)
+    return t
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.span_copy", description=__doc__.split("\n")[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="the text warm-up from fresh weights")
-    t.add_argument("--init", type=Path, required=True, help="the untrained agent (config and tokenizer)")
-    t.add_argument(
-        "--data", type=Path, nargs="+", required=True, help="SFT parquet files of teacher episodes"
-    )
-    t.add_argument("--seed", type=int, required=True)
+    t = warmup_arguments(sub.add_parser("train", help="the text warm-up from fresh weights"))
     t.add_argument("--steps", type=int, default=WARMUP["steps"])
     t.add_argument("--rope-theta", type=float, help="the text model's RoPE base (default: --init's)")
-    t.add_argument("--save-every", type=int, default=100, help="steps between the warm-up's resumable saves")
-    t.add_argument("--out", type=Path, required=True)
     m = sub.add_parser("measure", help="the probes' second turns, written by a model")
     m.add_argument("--model", type=Path, required=True)
     m.add_argument("--probes", type=Path, required=True, help="SFT parquet of teacher episodes on the set")
