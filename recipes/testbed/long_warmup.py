@@ -13,6 +13,8 @@ that a run can be extended).
 
 Each kept model is measured like any warm-up run (``span_copy measure --out STEP/quote_probe.json``, then
 ``span_quote score``). ``curve`` reads their scores and gives each seed's rates at each step, the table and a figure.
+``seen`` (exploratory) splits a scored run's exact span and quote exact by whether the training rows hold the
+probe's Observation verbatim.
 """
 
 from __future__ import annotations
@@ -100,6 +102,21 @@ def curve(prefix: Path, seeds: Sequence[int]) -> dict[str, Any]:
     return {"steps": list(steps.pop()), "rows": rows, "teacher": teacher}
 
 
+def seen_split(run: Path) -> dict[str, dict[str, Any]]:
+    """Exploratory: ``run``'s exact span and quote exact on the probes whose Observation the training rows hold
+    verbatim (``seen``, marked by ``span_copy measure --train``) and on the others (``unseen``)."""
+    from recipes.testbed.span_quote import WRITTEN
+
+    seen = {r["id"]: r["seen"] for r in json.loads((run / WRITTEN).read_text())["rows"]}
+    scored = json.loads((run / SCORED).read_text())["rows"]
+    out = {}
+    for name, flag in (("seen", 1), ("unseen", 0)):
+        rows = [r for r in scored if seen[r["id"]] == flag]
+        out[name] = {"probes": len(rows), **{m: sum(r[k] for r in rows) / len(rows) if rows else None
+                                            for m, k in (("exact span", "exact"), ("quote exact", "quote"))}}  # fmt: skip
+    return out
+
+
 def curve_table(res: dict[str, Any]) -> str:
     """One line per seed and kept step: each measure with its interval over videos, and the loss."""
     head = "| seed | step | " + " | ".join(CURVE_MEASURES) + " | loss (last 100 steps) |"
@@ -155,7 +172,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--seeds", type=int, nargs="+", required=True)
     c.add_argument("--out", type=Path, help="the curve as JSON")
     c.add_argument("--figure", type=Path, help="quote exact and exact span against the step (PNG)")
+    v = sub.add_parser(
+        "seen", help="exploratory: the rates on probes whose Observation the training rows hold"
+    )
+    v.add_argument("--run", action="append", required=True, metavar="NAME=DIR", help="a scored run")
     args = p.parse_args(argv)
+    if args.command == "seen":
+        print("| run | probes seen / unseen | exact span: seen / unseen | quote exact: seen / unseen |")
+        print("| --- | --- | --- | --- |")
+        for name, _, run in (spec.rpartition("=") for spec in args.run):
+            r = seen_split(Path(run))
+            cells = [f"{r['seen']['probes']} / {r['unseen']['probes']}"]
+            cells += [" / ".join("—" if r[k][m] is None else f"{r[k][m]:.3f}" for k in ("seen", "unseen"))
+                      for m in ("exact span", "quote exact")]  # fmt: skip
+            print(f"| {name or Path(run).name} | " + " | ".join(cells) + " |")
+        return 0
     if args.command == "train":
         folders = train(
             args.init, args.data, args.seed, args.out, args.steps, args.keep_every, args.save_every

@@ -240,3 +240,34 @@ def test_the_curve_gives_each_seeds_rates_at_each_kept_step(quote_set: tuple, tm
           "--tasks", str(tasks_dir)])  # fmt: skip
     with pytest.raises(ValueError, match="different steps"):
         long_warmup.curve(tmp_path / "long", [0, 1])
+
+
+def test_the_seen_split_parts_the_probes_the_training_rows_hold(
+    quote_set: tuple, tmp_path: Path, capsys
+) -> None:
+    from recipes.testbed import long_warmup
+
+    tasks_dir, parquet, _ = quote_set
+    probes = load_probes(parquet, tasks_dir)
+    n = len(probes)
+    for name, held in (("two", 2), ("none", 0)):
+        rows = _rows(probes, 2)  # the first two quote the teacher's Observation, the rest do not
+        for i, row in enumerate(rows):
+            row["seen"] = int(i < held)
+        _write(tmp_path / name, rows)
+        assert (
+            main(
+                ["score", "--run", str(tmp_path / name), "--probes", str(parquet), "--tasks", str(tasks_dir)]
+            )
+            == 0
+        )
+    split = long_warmup.seen_split(tmp_path / "two")
+    assert split["seen"] == {"probes": 2, "exact span": 1.0, "quote exact": 1.0}
+    assert split["unseen"] == {"probes": n - 2, "exact span": 1.0, "quote exact": 0.0}
+    capsys.readouterr()
+    assert (
+        long_warmup.main(["seen", "--run", f"held={tmp_path / 'two'}", "--run", str(tmp_path / "none")]) == 0
+    )
+    text = capsys.readouterr().out
+    assert f"| held | 2 / {n - 2} | 1.000 / 1.000 | 1.000 / 0.000 |" in text
+    assert f"| none | 0 / {n} | — / 1.000 | — / {2 / n:.3f} |" in text
