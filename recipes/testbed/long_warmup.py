@@ -28,7 +28,7 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from recipes.testbed import span_copy
-from recipes.testbed.span_quote import SCORED
+from recipes.testbed.span_quote import SCORED, WRITTEN
 
 STATE = "warmup_state.pt"
 CURVE_MEASURES = ("quote exact", "exact span", "cue named", "span holds")  # the curve's columns
@@ -51,30 +51,16 @@ def train(
 ) -> list[Path]:
     """The text warm-up of :func:`span_copy.train` for ``steps`` steps, its model kept after every ``keep_every``
     (a divisor of ``steps``); the kept folders. Steps whose model is kept already are not taken again."""
-    from recipes.tiny_agent.text_warmup import run_text_warmup
-    from rl.checkpoint import save_checkpoint
-
     if keep_every <= 0 or steps % keep_every:
         raise ValueError(f"--keep-every {keep_every} must divide --steps {steps}")
     model, processor = span_copy.fresh_agent(init, seed)
-    settings = span_copy.WARMUP
-    folders = []
-    for step in range(keep_every, steps + 1, keep_every):
-        folder = kept(out, step)
-        folders.append(folder)
-        if (folder / "warmup_loss.json").is_file():
-            continue
-        losses = run_text_warmup(model, processor.tokenizer, data, step, settings["batch_size"], settings["lr"],
-                                 seed, log_every=log_every, observation_loss=False, state=out / STATE,
-                                 save_every=save_every)  # fmt: skip
-        if len(losses) != step:
-            raise RuntimeError(
-                f"{out / STATE} is past step {step} ({len(losses)} steps): remove it to start again"
+    at = range(keep_every, steps + 1, keep_every)
+    for step in at:
+        if not (kept(out, step) / "warmup_loss.json").is_file():  # kept already: not taken again
+            span_copy.warm_up(
+                model, processor, data, seed, step, out / STATE, kept(out, step), save_every, log_every
             )
-        save_checkpoint(model.eval(), processor, folder)
-        write_atomic(folder / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
-                                                              "steps": step, "loss": losses}))  # fmt: skip
-    return folders
+    return [kept(out, step) for step in at]
 
 
 def kept_steps(run: Path) -> list[int]:
@@ -105,8 +91,6 @@ def curve(prefix: Path, seeds: Sequence[int]) -> dict[str, Any]:
 def seen_split(run: Path) -> dict[str, dict[str, Any]]:
     """Exploratory: ``run``'s exact span and quote exact on the probes whose Observation the training rows hold
     verbatim (``seen``, marked by ``span_copy measure --train``) and on the others (``unseen``)."""
-    from recipes.testbed.span_quote import WRITTEN
-
     seen = {r["id"]: r["seen"] for r in json.loads((run / WRITTEN).read_text())["rows"]}
     scored = json.loads((run / SCORED).read_text())["rows"]
     out = {}

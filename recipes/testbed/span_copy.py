@@ -226,6 +226,25 @@ def fresh_agent(init: Path, seed: int, rope_theta: float | None = None) -> tuple
     return model, processor
 
 
+def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int, state: Path, folder: Path,
+            save_every: int = 100, log_every: int = 100, **info: Any) -> list[float]:  # fmt: skip
+    """The recipe's text warm-up (:data:`WARMUP`'s batch and learning rate, the Observation given) of ``model`` up to
+    ``steps`` steps, saving and resuming its state in ``state`` every ``save_every`` steps; the model is saved to
+    ``folder`` with its loss curve (and ``info``). A state already past ``steps`` is refused."""
+    from recipes.tiny_agent.text_warmup import run_text_warmup
+    from rl.checkpoint import save_checkpoint
+
+    losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
+                             log_every=log_every, observation_loss=False, state=state,
+                             save_every=save_every)  # fmt: skip
+    if len(losses) != steps:
+        raise RuntimeError(f"{state} is past step {steps} ({len(losses)} steps): remove it to start again")
+    save_checkpoint(model.eval(), processor, folder)
+    write_atomic(folder / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
+                                                          "steps": steps, **info, "loss": losses}))  # fmt: skip
+    return losses
+
+
 def train(
     init: Path,
     data: list[Path],
@@ -236,20 +255,12 @@ def train(
     rope_theta: float | None = None,
     save_every: int = 100,
 ) -> Path:
-    """The text warm-up from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out`` with its loss curve.
+    """The text warm-up (:func:`warm_up`) from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out``.
     The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
     run started again goes on from there; the file is removed once the model is saved."""
-    from recipes.tiny_agent.text_warmup import run_text_warmup
-    from rl.checkpoint import save_checkpoint
-
     model, processor = fresh_agent(init, seed, rope_theta)
     state = out / "warmup_state.pt"
-    losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
-                             log_every=log_every, observation_loss=False, state=state,
-                             save_every=save_every)  # fmt: skip
-    save_checkpoint(model.eval(), processor, out)
-    write_atomic(out / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed, "steps": steps,
-                                                       "rope_theta": rope_theta, "loss": losses}))  # fmt: skip
+    warm_up(model, processor, data, seed, steps, state, out, save_every, log_every, rope_theta=rope_theta)
     state.unlink(missing_ok=True)
     return out
 
