@@ -75,3 +75,5 @@ python -m recipes.testbed.long_warmup curve --prefix $OUT/long --seeds "${SEEDS[
 OVERLAP=()
 for SEED in "${SEEDS[@]}"; do for AT in $KEEP $STEPS; do OVERLAP+=(--run at${AT}_s$SEED=$OUT/at${AT}_s$SEED); done; done
 python -m recipes.testbed.span_quote overlap "${OVERLAP[@]}" --probes $PROBES --tasks $FRESH | tee $OUT/overlap.md
+# exploratory, added after the plan: the rates on the probes whose Observation the training rows hold, and on the rest
+python -m recipes.testbed.long_warmup seen "${OVERLAP[@]}" | tee $OUT/seen.md
