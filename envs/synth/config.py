@@ -61,7 +61,8 @@ MAX_DISTINCT_SPOKEN = 16
 Level = Literal["benchmark", "search"]
 # Settings that only the ``search`` level reads (envs/synth/search.py). A ``benchmark`` config leaves them and
 # ``level`` out of its dump, so its sidecars and config hash are those of the generator before levels existed.
-SEARCH_FIELDS = ("level", "search_digit_seconds")
+SEARCH_FIELDS = ("level", "search_digit_seconds", "search_fields")
+SearchFields = Literal["random", "grid"]
 
 
 class SynthConfig(BaseModel):
@@ -100,6 +101,11 @@ class SynthConfig(BaseModel):
     search_digit_seconds: tuple[float, float] = Field(
         (1.0, 2.0), description="search level: how long each digit stays on screen, (min, max) seconds"
     )
+    search_fields: SearchFields = Field(
+        "random",
+        description="search level: random (each colour field lasts a random share of the video, at least 0.15) "
+        "or grid (four equal fields, their bounds at a quarter, a half and three quarters of the video)",
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -107,6 +113,8 @@ class SynthConfig(BaseModel):
         if self.level == "benchmark":
             for key in SEARCH_FIELDS:
                 data.pop(key, None)
+        elif self.search_fields == "random":
+            data.pop("search_fields", None)  # the sidecars and hashes of sets made before the grid existed
         return data
 
     @model_validator(mode="after")

@@ -1,8 +1,9 @@
 """The ``search`` level: an RL testbed where the answer is hidden in the media and found only by looking.
 
-A video of this level is four large colour fields in a random order (``SEARCH_COLORS``, each once); in each
-field, at a random time, one large digit is shown for a few seconds (``SEARCH_DIGITS``, each once) and while it
-is shown one pure tone sounds (``SEARCH_PITCHES``, each once): one landmark per field, seen and heard. Every question names a cue and asks for
+A video of this level is four large colour fields in a random order (``SEARCH_COLORS``, each once), of random
+lengths or, with the config's ``search_fields='grid'``, four equal ones. In each field, at a random time, one large
+digit is shown for a few seconds (``SEARCH_DIGITS``, each once) and while it is shown one pure tone sounds
+(``SEARCH_PITCHES``, each once): one landmark per field, seen and heard. Every question names a cue and asks for
 what goes with it, so the answer cannot be read off the question and a look in the wrong place finds a wrong
 but plausible answer (another field's digit):
 
@@ -48,12 +49,22 @@ FIELD_MIN_SHARE = 0.15  # every colour field lasts at least this share of the vi
 DIGIT_MARGIN_SHARE = 0.025  # a digit keeps this share of the video away from its field's edges
 
 
+def grid_bounds(duration: float, fps: int) -> list[float]:
+    """The bounds of the four equal colour fields of ``search_fields='grid'`` (the first 0, the last
+    ``duration``), on the frame grid: for 60 s, 0, 15, 30, 45 and 60."""
+    n = len(SEARCH_COLORS)
+    return [0.0] + [snap_to_frame(duration * k / n, fps) for k in range(1, n)] + [float(duration)]
+
+
 def _fields(cfg: SynthConfig, rng: np.random.Generator) -> list[Segment]:
-    """Four solid colour fields in a random order; each lasts FIELD_MIN_SHARE of the video plus a random share
-    of the rest, boundaries on the frame grid."""
+    """Four solid colour fields in a random order, boundaries on the frame grid. Each lasts FIELD_MIN_SHARE of
+    the video plus a random share of the rest, or, with ``search_fields='grid'``, a quarter of the video (the
+    random shares are still drawn, so a grid video has the colour order, digits and beeps of its random twin)."""
     n = len(SEARCH_COLORS)
     shares = FIELD_MIN_SHARE + (1.0 - n * FIELD_MIN_SHARE) * rng.dirichlet(np.ones(n))
     ends = [snap_to_frame(cfg.duration * float(c), cfg.fps) for c in np.cumsum(shares)[:-1]] + [cfg.duration]
+    if cfg.search_fields == "grid":
+        ends = grid_bounds(cfg.duration, cfg.fps)[1:]
     names = [str(c) for c in rng.permutation(list(SEARCH_COLORS))]
     out, start = [], 0.0
     for i, (name, end) in enumerate(zip(names, ends, strict=True)):

@@ -25,6 +25,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from envs.synth.search import grid_bounds
+
 HUES = ("red", "yellow", "green", "cyan", "blue", "magenta")  # 60-degree buckets centred on 0, 60, ...
 TIME = r"(\d+(?:\.\d+)?)s"
 SOUND_TOL = 0.15  # seconds: how far a stated sound boundary may be from the truth
@@ -85,6 +87,10 @@ class SynthWorld:
         timeline = meta["timeline"]
         self.segments = [(round(s["start"] * self.fps), hue_name(s["color_a"])) for s in timeline["segments"]]
         self.events = timeline["events"]
+        # the bounds of a search-level video's four equal fields (config search_fields='grid'): a rule of the
+        # level, which a searcher may know, not a fact of this video
+        grid = cfg.get("level") == "search" and cfg.get("search_fields") == "grid"
+        self.field_grid: list[float] | None = grid_bounds(self.duration, self.fps) if grid else None
 
     @classmethod
     def for_media(cls, path: str | Path) -> SynthWorld:

@@ -6,8 +6,8 @@ the answer the way an agent should, from what it observed only:
 
 - ``cue_visual`` (which digit in the red field): one look over the whole file; the span the red field can
   lie in, from the colours seen (between the last other-coloured frame before the first red one and the first
-  other-coloured frame after the last); frames spread over the widest unseen gaps of that span until a red
-  frame shows a digit;
+  other-coloured frame after the last; on a video of equal fields, the field of the grid it was seen in); frames
+  spread over the widest unseen gaps of that span until a red frame shows a digit;
 - ``cue_audio`` (the beep in the red field): the same, then the audio while that digit is shown (the level
   sounds each field's beep while its digit is on screen);
 - ``pitch_visual`` (the colour where the 2000 Hz beep sounds): audio windows of the cap's length, overlapping
@@ -96,10 +96,15 @@ def _cue_digit(t: SynthTeacherPolicy) -> list[float]:
 
 
 def _span(t: SynthTeacherPolicy) -> tuple[float, float]:
-    """Where the cued field can lie, from the colours seen so far (the whole file before any is seen)."""
+    """Where the cued field can lie, from the colours seen so far (the whole file before any is seen). On a video
+    of equal fields (the level's ``search_fields='grid'``) it is the field of the grid the cued colour was seen in."""
     inside, other = _cue_times(t)
     if not inside:
         return 0.0, t.duration
+    grid = t.world.field_grid
+    if grid:
+        k = max(i for i, bound in enumerate(grid[:-1]) if bound <= inside[0] + 1e-6)
+        return grid[k], grid[k + 1]
     before = [x for x in other if x < inside[0]]
     after = [x for x in other if x > inside[-1]]
     return (before[-1] if before else 0.0), (after[0] if after else t.duration)

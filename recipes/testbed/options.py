@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+
+from envs.synth.config import SearchFields
 
 DESCRIPTION = "The testbed agent (search level of envs.synth): data, synthesis, build, glyphs, SFT, eval."
 
@@ -25,6 +27,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         str,
         "1.0,2.0",
         "how long each digit is shown (lo,hi seconds; the level's search_digit_seconds)",
+    ),
+    (
+        "--search-fields",
+        str,
+        "random",
+        "the level's colour fields: random (random lengths) or grid (four equal fields; envs/synth/search.py)",
     ),
     ("--text-width", int, 128, "text model width (heads of 32, MLP twice as wide; recipes/testbed/model.py)"),
     ("--text-layers", int, 4, "text model layers"),
@@ -104,7 +112,11 @@ def digit_seconds(args: argparse.Namespace) -> tuple[float, float]:
 
 def level_config(args: argparse.Namespace) -> dict[str, Any]:
     """The envs.synth config of every set the recipe makes: the search level."""
-    return {"level": "search", "search_digit_seconds": list(digit_seconds(args))}
+    return {
+        "level": "search",
+        "search_digit_seconds": list(digit_seconds(args)),
+        "search_fields": args.search_fields,
+    }
 
 
 def limit_overrides(args: argparse.Namespace) -> dict[str, float | bool]:
@@ -134,6 +146,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.data = (args.data or args.out.parent / "data").resolve()
     args.eval_set = (args.eval_set or args.data / "dev").resolve()
     digit_seconds(args)  # refused now, not when the data stage runs
+    if args.search_fields not in get_args(SearchFields):
+        p.error(f"--search-fields must be one of {', '.join(get_args(SearchFields))}")
     from recipes.testbed.model import text_size
 
     try:

@@ -245,16 +245,8 @@ def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int,
     return losses
 
 
-def train(
-    init: Path,
-    data: list[Path],
-    seed: int,
-    out: Path,
-    steps: int,
-    log_every: int = 100,
-    rope_theta: float | None = None,
-    save_every: int = 100,
-) -> Path:
+def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100,
+          rope_theta: float | None = None, save_every: int = 100) -> Path:  # fmt: skip
     """The text warm-up (:func:`warm_up`) from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out``.
     The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
     run started again goes on from there; the file is removed once the model is saved."""
@@ -339,12 +331,15 @@ def analyse(
     rows = {arm: {s: {**{name: r["rates"][name] for name in measures}, "loss": end_loss(Path(f"{arms[arm]}_s{s}"))}
                   for s, r in res.items()} for arm, res in results.items()}  # fmt: skip
     a, b = primary
-    teacher = results[a][seeds[0]]["teacher"]
-    out: dict[str, Any] = {"rows": rows, "teacher": teacher, "floor": FLOOR_SHARE * teacher["span holds"]["mean"],
-                           "seen": {arm: res[seeds[0]].get("seen") for arm, res in results.items()}}  # fmt: skip
+    # each arm's teacher and floor on its own probes (the same when the arms share them; "teacher": arm a's)
+    teachers = {arm: res[seeds[0]]["teacher"] for arm, res in results.items()}
+    floors = {arm: FLOOR_SHARE * t["span holds"]["mean"] for arm, t in teachers.items()}
+    seen = {arm: res[seeds[0]].get("seen") for arm, res in results.items()}
+    out: dict[str, Any] = {"rows": rows, "teacher": teachers[a], "floor": floors[a], "teachers": teachers,
+                           "floors": floors, "seen": seen}  # fmt: skip
     for arm in arms:
         out[f"{arm} - floor: span holds"] = t_interval(
-            [rows[arm][s]["span holds"]["mean"] - out["floor"] for s in seeds]
+            [rows[arm][s]["span holds"]["mean"] - floors[arm] for s in seeds]
         )
     for name, key in measures.items():
         diffs = [results[a][s]["rates"][name]["mean"] - results[b][s]["rates"][name]["mean"] for s in seeds]
@@ -394,11 +389,15 @@ def table(res: dict[str, Any], measures: Sequence[str] = tuple(MEASURES)) -> str
         for s, rates in seeds.items():
             loss = "—" if rates.get("loss") is None else f"{rates['loss']:.3f}"
             lines.append(f"| {arm} | {s} | " + " | ".join(cell(rates[m]) for m in measures) + f" | {loss} |")
-    lines.append("| teacher | — | " + " | ".join(cell(res["teacher"][m]) for m in measures) + " | — |")
-    lines.append(
-        f"\nFloor (span holds, a colour at random): {res['floor']:.3f}. Probes whose Observation the training "
-        f"rows hold verbatim: {res['seen']}."
+    shared = len({json.dumps(t, sort_keys=True) for t in res.get("teachers", {}).values()}) <= 1
+    teachers = (
+        {"teacher": res["teacher"]} if shared else {f"teacher ({k})": t for k, t in res["teachers"].items()}
     )
+    for name, t in teachers.items():
+        lines.append(f"| {name} | — | " + " | ".join(cell(t[m]) for m in measures) + " | — |")
+    floor = f"{res['floor']:.3f}" if shared else ", ".join(f"{k} {v:.3f}" for k, v in res["floors"].items())
+    lines.append(f"\nFloor (span holds, a colour at random): {floor}. Probes whose Observation the training "
+                 f"rows hold verbatim: {res['seen']}.")  # fmt: skip
     lines += ["", "| difference | per seed | mean [t 95%] | two-level bootstrap | detectable (80%) |",
               "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for name, d in res.items():

@@ -64,19 +64,32 @@ def score_turn(reply: str, probe: dict[str, Any]) -> dict[str, int]:
             "quote": int(quote_of(thought) == quote_of(teacher))}  # fmt: skip
 
 
-def rescore(run: Path, probes: list[dict[str, Any]]) -> dict[str, Any]:
-    """``run``'s written turns (:data:`WRITTEN`) scored against ``probes``, the rates over them and the teacher's."""
-    written = json.loads((run / WRITTEN).read_text())
+def rescore(
+    run: Path, probes: list[dict[str, Any]], file: str = WRITTEN, measures: dict[str, str] = QUOTE_MEASURES
+) -> dict[str, Any]:
+    """``run``'s written turns (in ``file``) scored against ``probes``: the rates of ``measures`` (name: row key of
+    :func:`score_turn`) over them, and the teacher's."""
+    written = json.loads((run / file).read_text())
     by_id = {p["id"]: p for p in probes}
     missing = [r["id"] for r in written["rows"] if r["id"] not in by_id]
     if missing or len(written["rows"]) != len(probes):
-        raise ValueError(f"{run / WRITTEN}: its turns are not the probes' ({len(missing)} unknown ids)")
+        raise ValueError(f"{run / file}: its turns are not the probes' ({len(missing)} unknown ids)")
     rows = [{"id": r["id"], "video": r["video"], "template": r["template"],
              **score_turn(r["written"], by_id[r["id"]])} for r in written["rows"]]  # fmt: skip
     teacher = [{"video": p["video"], **score_turn(p["reply"], p)} for p in probes]
     return {"model": written["model"], "probes": len(rows), "seen": written.get("seen"),
-            "rates": {name: rate(rows, key) for name, key in QUOTE_MEASURES.items()},
-            "teacher": {name: rate(teacher, key) for name, key in QUOTE_MEASURES.items()}, "rows": rows}  # fmt: skip
+            "rates": {name: rate(rows, key) for name, key in measures.items()},
+            "teacher": {name: rate(teacher, key) for name, key in measures.items()}, "rows": rows}  # fmt: skip
+
+
+def score_runs(runs: Sequence[Path], probes: list[dict[str, Any]], file: str = WRITTEN, scored: str = SCORED,
+               measures: dict[str, str] = QUOTE_MEASURES) -> None:  # fmt: skip
+    """The ``score`` command: each run's written turns (``file``) scored by :func:`rescore` into ``scored`` in its
+    folder, and a line of its rates printed."""
+    for run in runs:
+        res = rescore(run, probes, file, measures)
+        write_atomic(run / scored, json.dumps(res, indent=1))
+        print(json.dumps({"run": str(run), **{k: round(v["mean"], 3) for k, v in res["rates"].items()}}))
 
 
 OVERLAP = (
@@ -174,11 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"| {name} | " + " | ".join(cells) + " |")
         return 0
     if args.command == "score":
-        probes = span_copy.load_probes(args.probes, args.tasks)
-        for run in args.run:
-            res = rescore(run, probes)
-            write_atomic(run / SCORED, json.dumps(res, indent=1))
-            print(json.dumps({"run": str(run), **{k: round(v["mean"], 3) for k, v in res["rates"].items()}}))
+        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks))
         return 0
     print(span_copy.analyse_command(args, QUOTE_MEASURES, SCORED, args.plot))
     return 0

@@ -29,15 +29,16 @@ CONF = Path(__file__).resolve().parent / "conf"
 ARMS = ("taura", "grpo")
 
 
-def make_study_set(data: Path, seed: int, videos: int, blind_videos: int) -> Path:
+def make_study_set(data: Path, seed: int, videos: int, blind_videos: int, fields: str = "random") -> Path:
     """The study set (``data/study_<seed>``) and its blind subset: the first ``blind_videos`` videos' questions on
-    copies with black frames and silence (``data/study_<seed>_blind``)."""
+    copies with black frames and silence (``data/study_<seed>_blind``). ``fields``: the level's colour fields
+    (the recipe's ``--search-fields``)."""
     from recipes.testbed.options import parse_args as recipe_args
     from recipes.testbed.recipe import make_set
     from recipes.tiny_agent.sets import blank_media
 
     out = data / f"study_{seed}"
-    make_set(out, seed, videos, recipe_args(["--data", str(data)]), "test")
+    make_set(out, seed, videos, recipe_args(["--data", str(data), "--search-fields", fields]), "test")
     rows = read_jsonl(out / "tasks.jsonl")
     media = sorted({r["media"] for r in rows})[:blind_videos]
     subset = out.parent / f"{out.name}_subset"
@@ -106,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--seed", type=int, default=5399)
     s.add_argument("--videos", type=int, default=168)
     s.add_argument("--blind-videos", type=int, default=42)
+    s.add_argument("--search-fields", default="random", help="the level's colour fields: random or grid")
     t = sub.add_parser("train", help="one RL run")
     t.add_argument("--arm", choices=ARMS, required=True)
     t.add_argument("--seed", type=int, required=True)
@@ -136,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (args.sft.parent / "data").resolve() if args.command != "train" else args.sft.parent / "data"
         )
     if args.command == "make-set":
-        print(make_study_set(args.data, args.seed, args.videos, args.blind_videos))
+        print(make_study_set(args.data, args.seed, args.videos, args.blind_videos, args.search_fields))
     elif args.command == "train":
         print(train(args))
     elif args.command == "eval":

@@ -23,7 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_recipe_sets_up_the_search_level_and_its_caps(tmp_path: Path) -> None:
     args = parse_args(["--out", str(tmp_path / "sft_s1"), "--seed", "1", "--digit-seconds", "1.5,2.5"])
     assert args.data == (tmp_path / "data").resolve() and args.eval_set == args.data / "dev"
-    assert level_config(args) == {"level": "search", "search_digit_seconds": [1.5, 2.5]}
+    assert level_config(args) == {
+        "level": "search",
+        "search_digit_seconds": [1.5, 2.5],
+        "search_fields": "random",
+    }
+    grid = parse_args(["--out", str(tmp_path / "sft_s1"), "--search-fields", "grid"])
+    assert level_config(grid)["search_fields"] == "grid"
+    with pytest.raises(SystemExit):
+        parse_args(["--out", str(tmp_path / "sft_s1"), "--search-fields", "equal"])
     synth = " ".join(synth_command(args))
     assert "+teacher.kwargs.compact=true" in synth and "turn_budget.min=5" in synth and "seed=1" in synth
     assert "option_thought" not in synth

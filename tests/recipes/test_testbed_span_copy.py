@@ -172,6 +172,9 @@ def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
         0.25 * 0.75
     )  # the teacher rate is read from the first arm's first seed
     assert res["many - floor: span holds"]["mean"] == pytest.approx((0.75 + 0.75 + 1.0) / 3 - 0.25 * 0.75)
+    # each arm's floor is read from its own teacher (here each file's teacher is its own rates)
+    assert res["floors"] == pytest.approx({"many": 0.25 * 0.75, "few": 0.25 * 0.25})
+    assert res["few - floor: span holds"]["mean"] == pytest.approx((0.25 + 0.25 + 0.0) / 3 - 0.25 * 0.25)
     figure(res, tmp_path / "fig.png")
     assert (tmp_path / "fig.png").stat().st_size > 1000
     text = table(res)
@@ -180,6 +183,8 @@ def test_the_analysis_pairs_the_arms_by_seed(tmp_path: Path) -> None:
         and "| — |" in text
         and "+0.500, +0.500, +1.000" in text
     )
+    assert "| teacher (many) | — | 1.000" in text and "| teacher (few) | — |" in text
+    assert "a colour at random): many 0.188, few 0.062" in text
 
 
 def test_a_span_is_compared_end_by_end_with_the_teachers() -> None:

@@ -1,0 +1,64 @@
+"""The search step with the teacher's Observation given, on videos of four equal colour fields (the level's
+``search_fields='grid'``) against videos of random fields: is the next look learnt once it is one of four spans?
+
+    python -m recipes.testbed.field_grid score --run runs/testbed/field_grid/grid_s0 \\
+        --probes runs/testbed/field_grid/grid_fresh_teacher/sft_data/train.parquet \\
+        --tasks runs/testbed/data_grid/study_5320
+    python -m recipes.testbed.field_grid analyse --arm grid=runs/testbed/field_grid/grid \\
+        --arm random=runs/testbed/field_grid/random --seeds 0 1 2 3 4 --primary grid-random
+
+On a grid video the teacher's span for a colour is the field of the grid that colour was seen in (``red 15-30``),
+one of four fixed spans; on a video of random fields it is the span between the frames of other colours seen on
+either side (``red 17-43``), whose two numbers are copied from the Observation. Runs are warmed up and write their
+turns with :mod:`recipes.testbed.span_copy` (``train``, then ``measure --out RUN/field_probe.json`` on their own
+world's probes). ``score`` scores each run's written turns against those probes on :data:`FIELD_MEASURES` (the
+search step's three measures and **exact span**, the Thought's colour and span the teacher's, end for end).
+``analyse`` gives each seed's rates with intervals over videos and every measure's difference of two arms paired
+by seed (a t-interval over seeds, a two-level bootstrap beside it), with each arm's teacher and floor on its own
+probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from recipes.testbed import span_copy
+from recipes.testbed.search_step import MEASURES
+from recipes.testbed.span_quote import score_runs
+
+FIELD_MEASURES = {
+    **MEASURES,
+    "exact span": "exact",
+}  # the table's columns, the row keys of span_quote.score_turn
+WRITTEN = "field_probe.json"  # each run's turns, written by ``span_copy measure --out``
+SCORED = "field.json"  # each run's turns scored by ``score``
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.field_grid", description=__doc__.split("\n\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})")
+    s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
+    s.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet on the runs' set")
+    s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    a = sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
+    a.add_argument("--arm", action="append", required=True, metavar="NAME=PREFIX", help="runs PREFIX_s<seed>")
+    a.add_argument("--seeds", type=int, nargs="+", required=True)
+    a.add_argument("--primary", required=True, metavar="A-B")
+    a.add_argument("--out", type=Path, help="the analysis as JSON")
+    a.add_argument("--figure", type=Path, help="the plotted measure per seed and arm (PNG)")
+    a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+    args = p.parse_args(argv)
+    if args.command == "score":
+        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
+        return 0
+    print(span_copy.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
