@@ -40,6 +40,20 @@ def test_the_grid_is_recorded_and_hashed_and_random_fields_keep_their_hash() -> 
         SynthConfig(seed=3, duration=60.0, level="search", search_fields="equal")
 
 
+def test_the_command_line_makes_grid_videos(tmp_path) -> None:
+    from envs import synth
+
+    argv = ["--out", str(tmp_path), "--seed", "4", "--n", "1", "--durations", "40", "--level", "search"]
+    assert synth.main([*argv, "--search-fields", "grid"]) == 0
+    meta = json.loads((tmp_path / "synth_search_s4_000_40s.mp4.meta.json").read_text())
+    assert meta["config"]["search_fields"] == "grid"
+    assert [s["start"] for s in meta["timeline"]["segments"]] == [0.0, 10.0, 20.0, 30.0]
+    with pytest.raises(SystemExit):
+        synth.main(
+            ["--out", str(tmp_path / "b"), "--search-fields", "grid"]
+        )  # the benchmark level has no fields
+
+
 def test_grid_bounds_are_quarters_on_the_frame_grid() -> None:
     assert grid_bounds(60.0, 5) == [0.0, 15.0, 30.0, 45.0, 60.0]
     assert grid_bounds(50.0, 5) == [0.0, 12.4, 25.0, 37.6, 50.0]  # a quarter of 50 s snapped to a frame

@@ -31,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
         default="benchmark",
         help="benchmark: every event kind and template; search: the RL testbed level (envs/synth/search.py)",
     )
+    parser.add_argument(
+        "--search-fields",
+        choices=["random", "grid"],
+        default="random",
+        help="search level: colour fields of random lengths, or four equal ones",
+    )
     parser.add_argument("--split", default="test")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
     args = parser.parse_args(argv)
@@ -45,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.level != "benchmark":
         config["level"] = args.level
+        config["search_fields"] = args.search_fields
+    elif args.search_fields != "random":
+        parser.error("--search-fields is a setting of --level search")
     t0 = time.perf_counter()
     tasks = generate_benchmark(
         args.out,
