@@ -24,6 +24,7 @@ from typing import Any
 
 from envs.jsonl import read_jsonl
 from recipes.testbed.analysis import correct
+from recipes.testbed.cli_args import labelled
 
 ROWS = ("agent", "agent_blind", "prior", "uniform", "random")
 BAND = (0.40, 0.80)  # the plan's calibration band for SFT seed 0 on the development set
@@ -159,7 +160,12 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m recipes.testbed.calibration", description=__doc__.split("\n")[0]
     )
     ap.add_argument(
-        "--eval", action="append", required=True, metavar="LABEL=DIR", help="an attempt's eval folder"
+        "--eval",
+        type=labelled,
+        action="append",
+        required=True,
+        metavar="LABEL=DIR",
+        help="an attempt's eval folder",
     )
     ap.add_argument("--figure", type=Path, help="write the figure here (PNG)")
     ap.add_argument(
@@ -170,16 +176,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = ap.parse_args(argv)
     attempts = {}
-    for item in args.eval:
-        label, sep, folder = item.partition("=")
-        if not sep or not label or not folder:
-            ap.error(f"--eval {item!r}: expected LABEL=DIR")
-        attempts[label] = load_attempt(Path(folder))
+    for label, folder in args.eval:
+        attempts[label] = load_attempt(folder)
         if args.tasks:
             videos = truth(args.tasks)
             attempts[label]["reads"] = {
-                row: reads(Path(folder) / row, videos) for row in ("agent", "agent_blind")
-                if (Path(folder) / row / "trajectories.jsonl").is_file()
+                row: reads(folder / row, videos) for row in ("agent", "agent_blind")
+                if (folder / row / "trajectories.jsonl").is_file()
             }  # fmt: skip
     print(markdown(attempts))
     if args.figure:

@@ -24,7 +24,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from recipes.testbed import span_copy
+from recipes.testbed import probe_analysis, span_copy
 from recipes.testbed.search_step import MEASURES
 from recipes.testbed.span_quote import score_runs
 
@@ -45,18 +45,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
     s.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet on the runs' set")
     s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
-    a = sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
-    a.add_argument("--arm", action="append", required=True, metavar="NAME=PREFIX", help="runs PREFIX_s<seed>")
-    a.add_argument("--seeds", type=int, nargs="+", required=True)
-    a.add_argument("--primary", required=True, metavar="A-B")
-    a.add_argument("--out", type=Path, help="the analysis as JSON")
-    a.add_argument("--figure", type=Path, help="the plotted measure per seed and arm (PNG)")
+    a = probe_analysis.analyse_arguments(
+        sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
+    )
     a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
     args = p.parse_args(argv)
     if args.command == "score":
         score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
         return 0
-    print(span_copy.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+    print(probe_analysis.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
     return 0
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import write_atomic
-from recipes.testbed import span_copy
+from recipes.testbed import probe_analysis, span_copy
+from recipes.testbed.cli_args import maybe_labelled
 from recipes.testbed.span_quote import SCORED, WRITTEN
 
 STATE = "warmup_state.pt"
@@ -81,7 +82,7 @@ def curve(prefix: Path, seeds: Sequence[int]) -> dict[str, Any]:
             scored = json.loads((kept(run, step) / SCORED).read_text())
             teacher = teacher or scored["teacher"]
             rows[seed][step] = {**{m: scored["rates"][m] for m in CURVE_MEASURES},
-                                "loss": span_copy.end_loss(kept(run, step))}  # fmt: skip
+                                "loss": probe_analysis.end_loss(kept(run, step))}  # fmt: skip
     steps = {tuple(r) for r in rows.values()}
     if len(steps) != 1:
         raise ValueError(f"{prefix}: the seeds kept different steps {sorted(steps)}")
@@ -159,17 +160,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     v = sub.add_parser(
         "seen", help="exploratory: the rates on probes whose Observation the training rows hold"
     )
-    v.add_argument("--run", action="append", required=True, metavar="NAME=DIR", help="a scored run")
+    v.add_argument(
+        "--run",
+        type=maybe_labelled,
+        action="append",
+        required=True,
+        metavar="[NAME=]DIR",
+        help="a scored run",
+    )
     args = p.parse_args(argv)
     if args.command == "seen":
         print("| run | probes seen / unseen | exact span: seen / unseen | quote exact: seen / unseen |")
         print("| --- | --- | --- | --- |")
-        for name, _, run in (spec.rpartition("=") for spec in args.run):
-            r = seen_split(Path(run))
+        for name, run in args.run:
+            r = seen_split(run)
             cells = [f"{r['seen']['probes']} / {r['unseen']['probes']}"]
             cells += [" / ".join("—" if r[k][m] is None else f"{r[k][m]:.3f}" for k in ("seen", "unseen"))
                       for m in ("exact span", "quote exact")]  # fmt: skip
-            print(f"| {name or Path(run).name} | " + " | ".join(cells) + " |")
+            print(f"| {name} | " + " | ".join(cells) + " |")
         return 0
     if args.command == "train":
         folders = train(

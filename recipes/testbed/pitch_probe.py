@@ -22,6 +22,7 @@ import numpy as np
 
 from envs.jsonl import write_atomic
 from omniagent.backends.synth_world import SynthWorld
+from recipes.testbed.cli_args import labelled
 from recipes.testbed.digit_probe import video_interval
 
 PITCHES = ("500", "1000", "2000", "4000")
@@ -169,15 +170,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--test", type=Path, help="search-level tasks folder whose beeps score it")
     p.add_argument("--out", type=Path, help="folder of result.json")
     p.add_argument("--seed", type=int, default=0, help="the probe's initialisation")
-    p.add_argument("--table", nargs="*", metavar="LABEL=DIR", help="only print the results of these folders")
+    p.add_argument(
+        "--table",
+        type=labelled,
+        nargs="*",
+        metavar="LABEL=DIR",
+        help="only print the results of these folders",
+    )
     return p.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.table:
-        results = {s.partition("=")[0]: json.loads((Path(s.partition("=")[2]) / "result.json").read_text())
-                   for s in args.table}  # fmt: skip
+        results = {label: json.loads((folder / "result.json").read_text()) for label, folder in args.table}
         print(table(results))
         return 0
     if None in (args.model, args.train, args.test, args.out):

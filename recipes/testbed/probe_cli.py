@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import read_jsonl, write_atomic
+from recipes.testbed.cli_args import labelled
 
 
 def make_probe_set(set_dir: Path, seed: int, videos: int) -> None:
@@ -161,7 +162,7 @@ def add_probe_args(p: argparse.ArgumentParser, videos: int, videos_help: str) ->
     p.add_argument("--videos", type=int, default=videos, help=videos_help)
     p.add_argument("--summary", action="store_true", help="only summarise OUT/rows.jsonl")
     p.add_argument("--figure", type=Path, help="plot the rates here (with the runs of --with)")
-    p.add_argument("--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR",
+    p.add_argument("--with", dest="others", type=labelled, nargs="*", default=[], metavar="LABEL=DIR",
                    help="other probe folders that join the figure")  # fmt: skip
     p.add_argument("--label", default="agent", help="this run's label in the figure")
 
@@ -187,9 +188,8 @@ def probe_main(
     print(table(res))
     if args.figure is not None:
         runs = {args.label: res}
-        for spec in args.others:
-            label, _, folder = spec.partition("=")
-            runs[label] = summarise(list(read_jsonl(Path(folder) / "rows.jsonl")))
+        for label, folder in args.others:
+            runs[label] = summarise(list(read_jsonl(folder / "rows.jsonl")))
         figure(runs, args.figure)
     return 0
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.jsonl import read_jsonl
+from recipes.testbed.cli_args import labelled
 from recipes.testbed.handover_run import overlaps
 
 TEMPLATES = ("cue_digit_mcq", "cue_pitch_mcq")
@@ -157,16 +158,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--set", type=Path, required=True, help="the tasks folder the eval folders scored")
     p.add_argument(
-        "--eval", action="append", required=True, metavar="LABEL=DIR", help="an eval stage's folder"
+        "--eval",
+        type=labelled,
+        action="append",
+        required=True,
+        metavar="LABEL=DIR",
+        help="an eval stage's folder",
     )
     args = p.parse_args(argv)
     tasks = {str(t["id"]): t for t in read_jsonl(args.set / "tasks.jsonl")}
     results = {}
-    for spec in args.eval:
-        label, sep, folder = spec.partition("=")
-        if not sep:
-            raise SystemExit(f"--eval {spec!r}: expected LABEL=DIR")
-        results[label] = measure(tasks, Path(folder))
+    for label, folder in args.eval:
+        results[label] = measure(tasks, folder)
     print(table(results))
     return 0
 

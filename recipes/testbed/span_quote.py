@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from envs.jsonl import write_atomic
-from recipes.testbed import span_copy
+from recipes.testbed import probe_analysis, span_copy
+from recipes.testbed.cli_args import maybe_labelled
 from recipes.testbed.search_step import MEASURES, rate, span_match
 
 QUOTE_MEASURES = {
@@ -154,18 +155,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--probes", type=Path, required=True, help="the quote-form teacher's SFT parquet on the set"
     )
     s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
-    a = sub.add_parser("analyse", help="rows per seed and the paired differences")
-    a.add_argument("--arm", action="append", required=True, metavar="NAME=PREFIX", help="runs PREFIX_s<seed>")
-    a.add_argument("--seeds", type=int, nargs="+", required=True)
-    a.add_argument("--primary", required=True, metavar="A-B")
-    a.add_argument("--out", type=Path, help="the analysis as JSON")
-    a.add_argument("--figure", type=Path, help="the plotted measure per seed and arm (PNG)")
+    a = probe_analysis.analyse_arguments(
+        sub.add_parser("analyse", help="rows per seed and the paired differences")
+    )
     a.add_argument("--plot", default=PRIMARY, choices=list(QUOTE_MEASURES), help="the figure's measure")
     o = sub.add_parser(
         "overlap", help="exploratory: how much of what runs write their own Observation writes"
     )
     o.add_argument(
-        "--run", action="append", required=True, metavar="[NAME=]DIR", help="a run with written turns"
+        "--run",
+        type=maybe_labelled,
+        action="append",
+        required=True,
+        metavar="[NAME=]DIR",
+        help="a run with written turns",
     )
     o.add_argument("--probes", type=Path, required=True)
     o.add_argument("--tasks", type=Path, required=True)
@@ -180,16 +183,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         probes = span_copy.load_probes(args.probes, args.tasks)
         print("| run | " + " | ".join(f"{k}: own / another's (n)" for k in OVERLAP) + " |")
         print("| --- " * (1 + len(OVERLAP)) + "|")
-        for name, _, run in (spec.rpartition("=") for spec in args.run):
-            res = overlap(json.loads((Path(run) / WRITTEN).read_text())["rows"], probes)
-            name = name or Path(run).name
+        for name, run in args.run:
+            res = overlap(json.loads((run / WRITTEN).read_text())["rows"], probes)
             cells = [f"{r['own']:.3f} / {r['other']:.3f} ({r['n']})" if r["n"] else "—" for r in res.values()]
             print(f"| {name} | " + " | ".join(cells) + " |")
         return 0
     if args.command == "score":
         score_runs(args.run, span_copy.load_probes(args.probes, args.tasks))
         return 0
-    print(span_copy.analyse_command(args, QUOTE_MEASURES, SCORED, args.plot))
+    print(probe_analysis.analyse_command(args, QUOTE_MEASURES, SCORED, args.plot))
     return 0
 
 

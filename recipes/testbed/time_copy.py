@@ -28,6 +28,7 @@ import numpy as np
 from envs.jsonl import append_jsonl, read_jsonl, write_atomic
 from omniagent.backends.synth_compact import describe_compact, sec
 from omniagent.backends.synth_world import Percept, SynthWorld
+from recipes.testbed.cli_args import labelled
 from recipes.testbed.digit_looks import cue_digit_items, digit_frame, forced_look, score_read
 from recipes.testbed.digit_probe import copied_times
 from recipes.testbed.digit_probe_run import caption, served_percept
@@ -225,7 +226,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--summary", action="store_true", help="only print the learning curve of OUT/curve.jsonl")
     p.add_argument("--figure", type=Path, help="plot the learning curve here (with the runs of --with)")
     p.add_argument(
-        "--with", dest="others", nargs="*", default=[], metavar="LABEL=DIR", help="other runs to plot"
+        "--with",
+        dest="others",
+        type=labelled,
+        nargs="*",
+        default=[],
+        metavar="LABEL=DIR",
+        help="other runs to plot",
     )
     p.add_argument("--label", default="seed 0", help="this run's label in the figure")
     args = p.parse_args(argv)
@@ -237,9 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_atomic(args.out / "curve.json", json.dumps(res, indent=2))
     if args.figure is not None:
         runs = {args.label: res}
-        for spec in args.others:
-            label, _, folder = spec.partition("=")
-            runs[label] = curve(list(read_jsonl(Path(folder) / "curve.jsonl")), before)
+        for label, folder in args.others:
+            runs[label] = curve(list(read_jsonl(folder / "curve.jsonl")), before)
         figure(runs, args.figure)
     for key, m in res.items():
         a = m["at_frame"]

@@ -88,8 +88,9 @@ def test_measure_and_cli_rate_each_eval_folder(tasks: tuple[Path, list], tmp_pat
     )
     assert main(["--set", str(set_dir), "--eval", f"run={tmp_path}"]) == 0
     assert "| run | all |" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="LABEL=DIR"):
+    with pytest.raises(SystemExit):
         main(["--set", str(set_dir), "--eval", str(tmp_path)])
+    assert "expected LABEL=DIR" in capsys.readouterr().err
     trajs.append({"id": "not-a-question", "turns": []})
     (tmp_path / "agent" / "trajectories.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trajs))
     with pytest.raises(ValueError, match="not a question of the set"):

@@ -11,18 +11,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from envs.jsonl import read_jsonl
+from recipes.testbed.probe_analysis import analyse, end_loss, figure, table
 from recipes.testbed.span_copy import (
-    analyse,
     breakdown,
-    end_loss,
-    figure,
     load_probes,
     main,
     parse_reply,
     probe_of,
     score,
     span_parts,
-    table,
 )
 
 REPO = Path(__file__).resolve().parents[2]
