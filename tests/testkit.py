@@ -354,3 +354,24 @@ def audio_tokens(n_samples: int) -> int:
     """Qwen2.5-Omni audio tokens for a clip: mel frames (hop 160) -> conv stride 2 -> pool 2."""
     mel = n_samples // 160
     return ((mel - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def search_teacher_parquet(set_dir: Path, out: Path, n_samples: int = 1, **teacher: Any) -> Path:
+    """The compact teacher's kept episodes on a search-level set (``set_dir/tasks.jsonl``), synthesised into
+    ``out`` with the testbed recipe's caps and exported as SFT rows (``out/teacher.parquet``); ``teacher``: more of
+    its kwargs (``span_quote=True``)."""
+    from omegaconf import OmegaConf
+
+    from rl.sft.export import export_parquet, load_trajectories
+    from rl.synthesis.synthesize import run_synthesis
+
+    cfg = OmegaConf.to_container(
+        OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "synthesize.yaml")
+    )
+    cfg.update(out_dir=str(out), n_samples=n_samples, seed=0)
+    cfg["data"].update(tasks=str(set_dir / "tasks.jsonl"))
+    cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True, **teacher})
+    cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
+    run_synthesis(cfg, progress=False)
+    export_parquet(load_trajectories(out / "kept.jsonl"), out / "teacher.parquet")
+    return out / "teacher.parquet"

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from recipes.testbed import probe_analysis, span_copy
 from recipes.testbed.search_step import MEASURES
-from recipes.testbed.span_quote import score_runs
+from recipes.testbed.span_quote import score_arguments, score_runs
 
 FIELD_MEASURES = {
     **MEASURES,
@@ -41,10 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m recipes.testbed.field_grid", description=__doc__.split("\n\n")[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})")
-    s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
-    s.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet on the runs' set")
-    s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    score_arguments(sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})"))
     a = probe_analysis.analyse_arguments(
         sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
     )

@@ -144,17 +144,21 @@ def same_turns(plain: Path, quote: Path) -> int:
     return len(a)
 
 
+def score_arguments(s: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A ``score`` command's options, as :func:`score_runs` reads them: ``--run`` (repeated), ``--probes``,
+    ``--tasks``."""
+    s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
+    s.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet on the runs' set")
+    s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    return s
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.span_quote", description=__doc__.split("\n")[0]
     )
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("score", help=f"score a run's written turns ({WRITTEN} -> {SCORED})")
-    s.add_argument("--run", type=Path, action="append", required=True, help="a measured run's folder")
-    s.add_argument(
-        "--probes", type=Path, required=True, help="the quote-form teacher's SFT parquet on the set"
-    )
-    s.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    score_arguments(sub.add_parser("score", help=f"score a run's written turns ({WRITTEN} -> {SCORED})"))
     a = probe_analysis.analyse_arguments(
         sub.add_parser("analyse", help="rows per seed and the paired differences")
     )

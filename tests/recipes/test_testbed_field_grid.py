@@ -8,31 +8,20 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from testkit import search_teacher_parquet
 
 from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN, main
 from recipes.testbed.search_step import span_match
 from recipes.testbed.span_copy import load_probes, parse_reply
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def _teacher(root: Path, fields: str) -> tuple[Path, Path]:
     """A two-video search-level set with ``fields`` and the compact teacher's kept episodes on it, as SFT rows."""
     from envs.synth import generate_benchmark
-    from rl.sft.export import export_parquet, load_trajectories
-    from rl.synthesis.synthesize import run_synthesis
 
     config = {"level": "search", "search_fields": fields}
     generate_benchmark(root / "set", seed=14, n_videos=2, durations=[60.0], config=config, split="test")
-    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "synthesize.yaml"))
-    cfg.update(out_dir=str(root / "synth"), n_samples=1, seed=0)
-    cfg["data"].update(tasks=str(root / "set" / "tasks.jsonl"))
-    cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True})
-    cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
-    run_synthesis(cfg, progress=False)
-    export_parquet(load_trajectories(root / "synth" / "kept.jsonl"), root / "teacher.parquet")
-    return root / "set", root / "teacher.parquet"
+    return root / "set", search_teacher_parquet(root / "set", root / "synth")
 
 
 @pytest.fixture(scope="module")

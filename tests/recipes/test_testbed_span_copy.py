@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
+from testkit import search_teacher_parquet
 
 from envs.jsonl import read_jsonl
 from recipes.testbed.probe_analysis import analyse, end_loss, figure, table
@@ -22,28 +22,17 @@ from recipes.testbed.span_copy import (
     span_parts,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
 def teacher_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A one-video search-level set and the compact teacher's kept episodes on it, exported as SFT rows."""
     from envs.synth import generate_benchmark
-    from rl.sft.export import export_parquet, load_trajectories
-    from rl.synthesis.synthesize import run_synthesis
 
     root = tmp_path_factory.mktemp("span_copy")
     generate_benchmark(
         root / "set", seed=12, n_videos=1, durations=[60.0], config={"level": "search"}, split="test"
     )
-    cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "synthesize.yaml"))
-    cfg.update(out_dir=str(root / "synth"), n_samples=1, seed=0)
-    cfg["data"].update(tasks=str(root / "set" / "tasks.jsonl"))
-    cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True})
-    cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
-    run_synthesis(cfg, progress=False)
-    export_parquet(load_trajectories(root / "synth" / "kept.jsonl"), root / "teacher.parquet")
-    return root / "set", root / "teacher.parquet"
+    return root / "set", search_teacher_parquet(root / "set", root / "synth")
 
 
 def test_probes_are_second_turns_of_cue_questions_after_a_look_over_the_file(teacher_set: tuple) -> None:

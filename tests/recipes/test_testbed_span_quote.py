@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from testkit import search_teacher_parquet
 
 from recipes.testbed.span_copy import load_probes
 from recipes.testbed.span_quote import (
@@ -20,7 +20,6 @@ from recipes.testbed.span_quote import (
     score_turn,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 OBS = "0-12 yellow, 24 red, 36 blue 2, 48-59 green"
 
 
@@ -40,22 +39,14 @@ PROBE = {
 def quote_set(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """A two-video search-level set and the teacher's episodes on it with and without the quote, as SFT rows."""
     from envs.synth import generate_benchmark
-    from rl.sft.export import export_parquet, load_trajectories
-    from rl.synthesis.synthesize import run_synthesis
 
     root = tmp_path_factory.mktemp("span_quote")
     generate_benchmark(
         root / "set", seed=12, n_videos=2, durations=[60.0], config={"level": "search"}, split="test"
     )
-    for name, quote in (("teacher", True), ("plain", False)):
-        cfg = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "synthesize.yaml"))
-        cfg.update(out_dir=str(root / name), n_samples=2, seed=0)
-        cfg["data"].update(tasks=str(root / "set" / "tasks.jsonl"))
-        cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True, "span_quote": quote})
-        cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
-        run_synthesis(cfg, progress=False)
-        export_parquet(load_trajectories(root / name / "kept.jsonl"), root / f"{name}.parquet")
-    return root / "set", root / "teacher.parquet", root / "plain.parquet"
+    teacher = search_teacher_parquet(root / "set", root / "teacher", n_samples=2, span_quote=True)
+    plain = search_teacher_parquet(root / "set", root / "plain", n_samples=2, span_quote=False)
+    return root / "set", teacher, plain
 
 
 def test_the_quote_form_teacher_keeps_the_same_turns_and_observations(
