@@ -15,16 +15,21 @@ world's probes). ``score`` scores each run's written turns against those probes 
 search step's three measures and **exact span**, the Thought's colour and span the teacher's, end for end).
 ``analyse`` gives each seed's rates with intervals over videos and every measure's difference of two arms paired
 by seed (a t-interval over seeds, a two-level bootstrap beside it), with each arm's teacher and floor on its own
-probes.
+probes. ``spans`` (exploratory) counts the spans each run writes, and the teacher's in an arm's training rows.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
+from envs.messages import message_text
 from recipes.testbed import probe_analysis, span_copy
-from recipes.testbed.search_step import MEASURES
+from recipes.testbed.cli_args import labelled
+from recipes.testbed.search_step import MEASURES, span_match
 from recipes.testbed.span_quote import score_arguments, score_runs
 
 FIELD_MEASURES = {
@@ -33,6 +38,37 @@ FIELD_MEASURES = {
 }  # the table's columns, the row keys of span_quote.score_turn
 WRITTEN = "field_probe.json"  # each run's turns, written by ``span_copy measure --out``
 SCORED = "field.json"  # each run's turns scored by ``score``
+
+
+def written_spans(thoughts: Iterable[str]) -> Counter[str]:
+    """How often each span (``15-30``) leads the Thoughts (``-``: a Thought that leads with none)."""
+    return Counter(f"{m.group(2)}-{m.group(3)}" if (m := span_match(t)) else "-" for t in thoughts)
+
+
+def training_thoughts(parquet: Path) -> list[str]:
+    """The Thoughts of the training rows' second turns (the teacher's search step, whatever the first look was)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(str(parquet), columns=["turn", "messages"]).to_pylist()
+    return [
+        span_copy.parse_reply(message_text(json.loads(r["messages"])[-1]))[0] for r in rows if r["turn"] == 2
+    ]
+
+
+def spans_table(runs: Sequence[tuple[str, Path]], train: tuple[str, Path] | None = None, top: int = 5) -> str:
+    """Exploratory: each run's most written spans on its probes with their shares, and with ``train`` the teacher's
+    spans in those training rows (``(name, parquet)``; a run that writes one span whatever the cue shows that it has not found the
+    cue's clause)."""
+    counts = {name: written_spans(span_copy.parse_reply(r["written"])[0] for r in
+                                  json.loads((run / WRITTEN).read_text())["rows"]) for name, run in runs}  # fmt: skip
+    if train is not None:
+        counts[f"{train[0]} (training rows, turn 2)"] = written_spans(training_thoughts(train[1]))
+    lines = ["| run | turns | most written spans (share) | spans written |", "| --- | --- | --- | --- |"]
+    for name, c in counts.items():
+        n = sum(c.values())
+        most = ", ".join(f"{span} ({k / n:.2f})" for span, k in c.most_common(top))
+        lines.append(f"| {name} | {n} | {most} | {len(c)} |")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -45,7 +81,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
     )
     a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+    w = sub.add_parser(
+        "spans", help="exploratory: the spans each run writes, and the teacher's in training rows"
+    )
+    w.add_argument(
+        "--run", type=labelled, action="append", required=True, metavar="NAME=DIR", help="a measured run"
+    )
+    w.add_argument(
+        "--train", type=labelled, metavar="NAME=PARQUET", help="an arm's training rows (SFT parquet)"
+    )
     args = p.parse_args(argv)
+    if args.command == "spans":
+        print(spans_table(args.run, args.train))
+        return 0
     if args.command == "score":
         score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
         return 0

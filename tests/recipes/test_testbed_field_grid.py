@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN, main
+from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN, main, written_spans
 from recipes.testbed.search_step import span_match
 from recipes.testbed.span_copy import load_probes, parse_reply
 
@@ -77,5 +77,15 @@ def test_grid_probes_name_one_of_four_spans_and_arms_pair_by_seed(sets: dict, tm
     for arm in ("grid", "random"):  # each arm's floor from its own teacher on its own probes
         teacher = json.loads((tmp_path / f"{arm}_s0" / SCORED).read_text())["teacher"]
         assert res["floors"][arm] == pytest.approx(0.25 * teacher["span holds"]["mean"])
+    # exploratory: the spans each run writes, and the teacher's in training rows (here the grid set's own rows)
+    assert (
+        main(["spans", "--run", f"g1={tmp_path / 'grid_s1'}", "--train", f"teacher={sets['grid'][1]}"]) == 0
+    )
+    rows = {r.split(" | ")[0].strip("| "): r for r in capsys.readouterr().out.splitlines()[2:]}
+    spans = written_spans(parse_reply(p["reply"])[0] for p in probes["grid"])
+    assert sum(spans.values()) == n and set(spans) <= {"0-15", "15-30", "30-45", "45-60"}
+    assert rows["g1"].startswith(f"| g1 | {n} | ") and rows["g1"].endswith(f" | {len(spans)} |")
+    teacher = rows["teacher (training rows, turn 2)"]
+    assert all(f"{span} (" in teacher for span in ("0-15", "15-30", "30-45", "45-60"))
     if res["teachers"]["grid"] != res["teachers"]["random"]:
         assert "| teacher (grid) |" in text and "| teacher (random) |" in text

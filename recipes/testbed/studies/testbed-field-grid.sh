@@ -69,3 +69,7 @@ for ARM in random grid; do
 done
 python -m recipes.testbed.field_grid analyse --arm grid=$OUT/grid --arm random=$OUT/random --seeds "${SEEDS[@]}" \
     --primary grid-random --out $OUT/analysis.json --figure docs/figures/testbed_field_grid.png | tee $OUT/analysis.md
+# exploratory, added after the plan: the spans each run writes, and the teacher's in the grid arm's training rows
+SPANS=()
+for ARM in grid random; do for SEED in "${SEEDS[@]}"; do SPANS+=(--run ${ARM}_s$SEED=$OUT/${ARM}_s$SEED); done; done
+python -m recipes.testbed.field_grid spans "${SPANS[@]}" --train grid=${DATA[grid]} | tee $OUT/spans.md
