@@ -59,7 +59,8 @@ def grid_bounds(duration: float, fps: int) -> list[float]:
 def _fields(cfg: SynthConfig, rng: np.random.Generator) -> list[Segment]:
     """Four solid colour fields in a random order, boundaries on the frame grid. Each lasts FIELD_MIN_SHARE of
     the video plus a random share of the rest, or, with ``search_fields='grid'``, a quarter of the video (the
-    random shares are still drawn, so a grid video has the colour order, digits and beeps of its random twin)."""
+    random shares are still drawn, so a grid video has the colour order and each field's digit and pitch of its
+    random twin)."""
     n = len(SEARCH_COLORS)
     shares = FIELD_MIN_SHARE + (1.0 - n * FIELD_MIN_SHARE) * rng.dirichlet(np.ones(n))
     ends = [snap_to_frame(cfg.duration * float(c), cfg.fps) for c in np.cumsum(shares)[:-1]] + [cfg.duration]

@@ -56,9 +56,9 @@ def training_thoughts(parquet: Path) -> list[str]:
 
 
 def spans_table(runs: Sequence[tuple[str, Path]], train: tuple[str, Path] | None = None, top: int = 5) -> str:
-    """Exploratory: each run's most written spans on its probes with their shares, and with ``train`` the teacher's
-    spans in those training rows (``(name, parquet)``; a run that writes one span whatever the cue shows that it has not found the
-    cue's clause)."""
+    """Exploratory: each run's most written spans on its probes with their shares, and with ``train`` (``(name,
+    parquet)``) the teacher's spans in those training rows. A run that writes one span whatever the cue has not
+    found the cue's clause."""
     counts = {name: written_spans(span_copy.parse_reply(r["written"])[0] for r in
                                   json.loads((run / WRITTEN).read_text())["rows"]) for name, run in runs}  # fmt: skip
     if train is not None:
