@@ -26,7 +26,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from envs.messages import message_text
 from recipes.testbed import probe_analysis, span_copy
 from recipes.testbed.cli_args import labelled
 from recipes.testbed.search_step import MEASURES, span_match
@@ -45,16 +44,6 @@ def written_spans(thoughts: Iterable[str]) -> Counter[str]:
     return Counter(f"{m.group(2)}-{m.group(3)}" if (m := span_match(t)) else "-" for t in thoughts)
 
 
-def training_thoughts(parquet: Path) -> list[str]:
-    """The Thoughts of the training rows' second turns (the teacher's search step, whatever the first look was)."""
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(str(parquet), columns=["turn", "messages"]).to_pylist()
-    return [
-        span_copy.parse_reply(message_text(json.loads(r["messages"])[-1]))[0] for r in rows if r["turn"] == 2
-    ]
-
-
 def spans_table(runs: Sequence[tuple[str, Path]], train: tuple[str, Path] | None = None, top: int = 5) -> str:
     """Exploratory: each run's most written spans on its probes with their shares, and with ``train`` (``(name,
     parquet)``) the teacher's spans in those training rows. A run that writes one span whatever the cue has not
@@ -62,7 +51,9 @@ def spans_table(runs: Sequence[tuple[str, Path]], train: tuple[str, Path] | None
     counts = {name: written_spans(span_copy.parse_reply(r["written"])[0] for r in
                                   json.loads((run / WRITTEN).read_text())["rows"]) for name, run in runs}  # fmt: skip
     if train is not None:
-        counts[f"{train[0]} (training rows, turn 2)"] = written_spans(training_thoughts(train[1]))
+        counts[f"{train[0]} (training rows, turn 2)"] = written_spans(
+            span_copy.parse_reply(r)[0] for r in span_copy.second_turn_replies(train[1])
+        )
     lines = ["| run | turns | most written spans (share) | spans written |", "| --- | --- | --- | --- |"]
     for name, c in counts.items():
         n = sum(c.values())

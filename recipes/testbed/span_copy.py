@@ -120,21 +120,27 @@ def observation_of(reply: str) -> str:
         return ""
 
 
-def training_observations(parquets: Sequence[Path]) -> set[str]:
-    """Every second-turn Observation of the training rows: a probe whose Observation is among them was seen."""
+def second_turn_replies(parquet: Path) -> list[str]:
+    """The target replies of an SFT parquet's second-turn rows (the teacher's search step)."""
     import pyarrow.parquet as pq
 
-    seen = set()
-    for path in parquets:
-        for row in pq.read_table(str(path), columns=["turn", "messages"]).to_pylist():
-            if row["turn"] == 2:
-                seen.add(observation_of_row(row))
-    return seen
+    rows = pq.read_table(str(parquet), columns=["turn", "messages"]).to_pylist()
+    return [reply_of_row(row) for row in rows if row["turn"] == 2]
+
+
+def training_observations(parquets: Sequence[Path]) -> set[str]:
+    """Every second-turn Observation of the training rows: a probe whose Observation is among them was seen."""
+    return {observation_of(reply) for path in parquets for reply in second_turn_replies(path)}
+
+
+def reply_of_row(row: dict[str, Any]) -> str:
+    """The text of an SFT row's target turn (its ``messages``' last)."""
+    return message_text(json.loads(row["messages"])[-1])
 
 
 def observation_of_row(row: dict[str, Any]) -> str:
-    """The Observation of an SFT row's target turn (its ``messages``' last)."""
-    return observation_of(message_text(json.loads(row["messages"])[-1]))
+    """The Observation of an SFT row's target turn."""
+    return observation_of(reply_of_row(row))
 
 
 def score(thought: str, action: dict[str, Any], probe: dict[str, Any]) -> dict[str, int]:
