@@ -15,6 +15,16 @@ A frame clause ``a-b hue [digit]`` covers the consecutive served frames from the
 and ``static`` cover the whole picture. An audio clause names the served span and every sound in it: a whole
 beep by its pitch and the second of its middle, a beep cut by the span's edge as ``cut beep``.
 
+With ``fields`` (the teacher's ``field_clauses``) a look's frames are written by colour instead, one **field clause**
+per colour they show, in the fixed order of :data:`HUES`, whatever the order on screen::
+
+    red 43-60, yellow 17-43 digit 9 at 34, blue 0-26
+
+A field clause ``hue a-b [digit d at t]`` gives the seconds of the served frames on either side of that colour's
+frames (frames of other colours; the file's first or last second where the look has none), so the colour's field
+lies between ``a`` and ``b``; and the digit its frames show, with the second of the first frame that shows it. It
+starts with a colour's name where a frame clause starts with a number, so both parse without a flag.
+
 Thoughts on this level are compact too (:func:`thought_facts` reads the facts they state):
 ``red 17-43`` (where the red field can lie), ``digit 9 at 34``, ``1000 Hz at 35``, ``green at 41``,
 ``no 2000 Hz``, ``no red``; an answer ends ``: D`` (``, 9: D`` when the teacher's ``option_thought``
@@ -32,15 +42,26 @@ from omniagent.backends.synth_world import Item, Percept, SynthWorld
 __all__ = [
     "CompactClaim",
     "CompactFact",
+    "HUES",
     "describe_compact",
+    "field_clauses",
     "frame_clauses",
     "is_compact",
     "parse_compact",
     "sec",
 ]
 
-_HUE = r"(red|yellow|green|cyan|blue|magenta)"
+HUES = (
+    "red",
+    "yellow",
+    "green",
+    "cyan",
+    "blue",
+    "magenta",
+)  # the field clauses' order: round the colour wheel
+_HUE = f"({'|'.join(HUES)})"
 _FRAME = re.compile(rf"^(\d+)(?:-(\d+))? (?:{_HUE}(?: (\d))?|(flash|static))$")
+_FIELD = re.compile(rf"^{_HUE} (\d+)-(\d+)(?: digit (\d) at (\d+))?$")
 _AUDIO = re.compile(r"^audio (\d+)-(\d+): (.+)$")
 _CLIP = re.compile(r"^clip (\d+)-(\d+)$")
 _TONE = re.compile(r"^(\d+) Hz at (\d+)$")
@@ -80,6 +101,30 @@ def frame_clauses(world: SynthWorld, times: list[float]) -> list[str]:
     return out
 
 
+def field_clauses(world: SynthWorld, times: list[float]) -> list[str]:
+    """One field clause per colour the frames at ``times`` show, in the order of :data:`HUES` (see the module doc).
+    Every frame must show a colour (and at most a digit), and each colour's frames must be one run of the look."""
+    times = sorted(times)
+    shown = [_frame_text(world.frame(t)).split() for t in times]
+    if any(parts[0] not in HUES for parts in shown):
+        raise ValueError("field clauses need a colour on every frame")
+    out = []
+    for hue in HUES:
+        run = [i for i, parts in enumerate(shown) if parts[0] == hue]
+        if not run:
+            continue
+        if run[-1] - run[0] + 1 != len(run):
+            raise ValueError(f"field clauses need the {hue} frames in one run of the look")
+        a = sec(times[run[0] - 1]) if run[0] > 0 else 0
+        b = sec(times[run[-1] + 1]) if run[-1] + 1 < len(times) else sec(world.duration)
+        digit = next((i for i in run if len(shown[i]) > 1), None)
+        out.append(
+            f"{hue} {a}-{b}"
+            + (f" digit {shown[digit][1]} at {sec(times[digit])}" if digit is not None else "")
+        )
+    return out
+
+
 def _sound_text(item: Item) -> str:
     mid = sec(0.5 * (float(item.start) + float(item.end)))
     if item.kind == "tone" and item.full:
@@ -92,8 +137,9 @@ def audio_clause(world: SynthWorld, start: float, end: float) -> str:
     return f"audio {sec(start)}-{sec(end)}: " + (", ".join(_sound_text(s) for s in sounds) or "none")
 
 
-def describe_compact(world: SynthWorld, percept: Percept) -> str:
-    """The compact Observation of a served percept (``none`` before any; ``rejected`` after an error)."""
+def describe_compact(world: SynthWorld, percept: Percept, fields: bool = False) -> str:
+    """The compact Observation of a served percept (``none`` before any; ``rejected`` after an error); with
+    ``fields``, its frames in field clauses (:func:`field_clauses`)."""
     if percept.kind == "none":
         return "none"
     if percept.kind == "error":
@@ -103,7 +149,7 @@ def describe_compact(world: SynthWorld, percept: Percept) -> str:
         assert percept.clip is not None
         parts.append(f"clip {sec(percept.clip[0])}-{sec(percept.clip[1])}")
     if percept.times:
-        parts.append(", ".join(frame_clauses(world, percept.times)))
+        parts.append(", ".join((field_clauses if fields else frame_clauses)(world, percept.times)))
     if percept.span:
         parts.append(audio_clause(world, *percept.span))
     text = "; ".join(parts)
@@ -112,10 +158,12 @@ def describe_compact(world: SynthWorld, percept: Percept) -> str:
 
 @dataclass
 class CompactClaim:
-    """One parsed clause: frames ``first``..``last`` (whole seconds) showing ``items`` exactly, or an audio span
-    and its sounds (``items``: tones with ``start == end`` = the second of their middle), or a clip span."""
+    """One parsed clause: frames ``first``..``last`` (whole seconds) showing ``items`` exactly; a colour's field
+    between the frames at ``first`` and ``last`` (``items``: its background, and its digit with ``start`` the second
+    of the first frame showing it); an audio span and its sounds (``items``: tones with ``start == end`` = the
+    second of their middle); or a clip span."""
 
-    kind: str  # frames | audio | clip | error
+    kind: str  # frames | field | audio | clip | error
     first: int = 0
     last: int = 0
     items: list[Item] = field(default_factory=list)
@@ -125,10 +173,22 @@ class CompactClaim:
 def is_compact(text: str | None) -> bool:
     """Whether an Observation is in the compact language (the full one writes ``Frame``/``Audio``/``Clip``)."""
     text = (text or "").strip()
-    return text in ("rejected",) or bool(re.match(r"^(?:\d|audio |clip )", text))
+    return text in ("rejected",) or bool(re.match(rf"^(?:\d|audio |clip |{_HUE} \d)", text))
+
+
+def _field_claim(clause: str) -> CompactClaim:
+    m = _FIELD.match(clause)
+    if not m:
+        return CompactClaim("error", error=f"unreadable field clause {clause!r}")
+    items = [Item("background", m.group(1))]
+    if m.group(4):
+        items.append(Item("digit", m.group(4), start=float(m.group(5)), end=float(m.group(5))))
+    return CompactClaim("field", int(m.group(2)), int(m.group(3)), items)
 
 
 def _frame_claim(clause: str) -> CompactClaim:
+    if re.match(_HUE, clause):
+        return _field_claim(clause)
     m = _FRAME.match(clause)
     if not m:
         return CompactClaim("error", error=f"unreadable frame clause {clause!r}")

@@ -30,9 +30,7 @@ import zlib
 from typing import Any
 
 import numpy as np
-from pydantic import Field
 
-from envs.limits import EnvLimits
 from envs.messages import Message
 from envs.scoring import letters
 from omniagent.backends import teacher_search
@@ -40,59 +38,14 @@ from omniagent.backends.synth_compact import describe_compact
 from omniagent.backends.synth_goals import parse_goal, unit_note
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld, WorldError, describe
 from omniagent.backends.synth_world import percept_from_parts as read_percept
+from omniagent.backends.teacher_params import SynthTeacherParams
 from omniagent.backends.teacher_search import SEARCH_GOALS
 from omniagent.backends.teacher_style import Style, wrong_format
-from omniagent.policy_base import Policy, PolicyError, PolicyParams, TurnOutput, register_policy
+from omniagent.policy_base import Policy, PolicyError, TurnOutput, register_policy
 
 
 def _r(x: float) -> float:
     return round(float(x), 2)
-
-
-class SynthTeacherParams(PolicyParams):
-    seed: int | None = Field(
-        0, description="strategy seed, mixed per episode with the media name and question"
-    )
-    limits: EnvLimits = Field(
-        default_factory=EnvLimits, description="the environment's caps: every look fits"
-    )
-    error_rate: float = Field(
-        0.0,
-        ge=0.0,
-        le=1.0,
-        description="chance that an answer is first given in another task type's format (a scripted mistake "
-        "the next turn recovers from; marked, never an SFT target)",
-    )
-    look_error_rate: float = Field(
-        0.0, ge=0.0, le=1.0, description="the same for a look: its start and end swapped"
-    )
-    per_frame: bool = Field(
-        False,
-        description="Observations of a get_frames look: one sentence per frame, not per run of alike frames",
-    )
-    named_frame: bool = Field(False, description="first look at a named time: that frame (its number copied)")
-    option_thought: bool = Field(
-        False,
-        description="a multiple-choice answer's Thought names the option holding the observed value "
-        "('7 is option C.'; in the compact language the option's text right before the letter: '7: C.'), "
-        "so the letter is looked up in the question's options, not recalled",
-    )
-    answer_text: bool = Field(
-        False,
-        description="a multiple-choice answer is its option's text, not its letter (needs mcq_option_text)",
-    )
-    compact: bool = Field(
-        False,
-        description="on the search level's questions: compact Observations, Thoughts and whole-second looks",
-    )
-    unit_thought: bool = Field(
-        False,
-        description="a number or width answer's Thought names what it counts or measures and in what unit "
-        "('The question asks for a count of beeps.'), so each question type's number follows its own words",
-    )
-    span_quote: bool = Field(
-        False, description="compact: Thought 2 first quotes the Observation clauses around the cue's field"
-    )
 
 
 @register_policy("synth_teacher")
@@ -108,7 +61,7 @@ class SynthTeacherPolicy(Policy):
         self.limits = p.limits
         self.error_rate, self.look_error_rate = float(p.error_rate), float(p.look_error_rate)
         self.per_frame, self.named_frame = bool(p.per_frame), bool(p.named_frame)
-        self.span_quote = bool(p.span_quote)
+        self.span_quote, self.field_clauses = bool(p.span_quote), bool(p.field_clauses)
         self.option_thought, self.answer_text = bool(p.option_thought), bool(p.answer_text)
         self.unit_thought, self.compact_language = bool(p.unit_thought), bool(p.compact)
         self.info: dict[str, Any] = {}
@@ -150,7 +103,7 @@ class SynthTeacherPolicy(Policy):
         percept = read_percept(messages[-1]["content"]) if self.turn > 1 else Percept("none")
         self.memory.add_percept(self.world, percept)
         observation = (
-            describe_compact(self.world, percept)
+            describe_compact(self.world, percept, fields=self.field_clauses)
             if self.compact
             else describe(self.world, percept, per_frame=self.per_frame)
         )

@@ -58,6 +58,14 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
         "verbatim, before the field's span ('14-28 red, 42 blue, 57 green; blue 28-57.')",
     ),
     (
+        "--field-clauses",
+        int,
+        0,
+        "1: the teacher's Observations write a look's frames as one clause per colour in a fixed order, each with "
+        "the frames on either side of that colour's ('red 43-60, blue 0-26 digit 9 at 9'), so a colour's span "
+        "follows its name",
+    ),
+    (
         "--answer-weight",
         float,
         1.0,

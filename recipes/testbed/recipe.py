@@ -64,6 +64,7 @@ def synth_command(args: argparse.Namespace) -> list[str]:
         *(["+teacher.kwargs.option_thought=true"] if args.option_echo else []),
         *(["+teacher.kwargs.answer_text=true"] if args.option_text else []),
         *(["+teacher.kwargs.span_quote=true"] if args.span_quote else []),
+        *(["+teacher.kwargs.field_clauses=true"] if args.field_clauses else []),
     ]  # fmt: skip
 
 

@@ -5,7 +5,9 @@ The same two checks as for the full language (:mod:`rl.synthesis.audit_rules`), 
 - **Observation against the timeline at the served times.** Every clause must parse. The frame clauses, in
   order, must split the served frames into consecutive runs, one per clause, the run's first and last frames
   at the clause's seconds, each frame showing exactly what the clause names (the background, the digit, or a
-  flash or static covering the picture) -- so no served frame goes undescribed and none is invented. An audio
+  flash or static covering the picture) -- so no served frame goes undescribed and none is invented. Field
+  clauses (``blue 25-51 digit 9 at 34``, one per colour, in a fixed order) say what a look's frames show in one
+  way only, so they must be exactly those the served frames give (the two forms may not be mixed). An audio
   clause must name the served span's seconds and every sound in it: each whole beep by its pitch and the
   second of its middle (within ``MID_TOL``), each cut one as cut.
 - **Thought against the memory so far.** Each stated fact (``digit 9 at 34``, ``1000 Hz at 35``,
@@ -15,7 +17,7 @@ The same two checks as for the full language (:mod:`rl.synthesis.audit_rules`), 
 
 from __future__ import annotations
 
-from omniagent.backends.synth_compact import CompactClaim, parse_compact, sec, thought_facts
+from omniagent.backends.synth_compact import CompactClaim, field_clauses, parse_compact, sec, thought_facts
 from omniagent.backends.synth_world import Item, Memory, Percept, SynthWorld
 
 MID_TOL = 1.0  # seconds: how far a stated sound's second may be from the middle of its audible part
@@ -88,6 +90,38 @@ def _check_audio(world: SynthWorld, claim: CompactClaim, percept: Percept, memor
     return []
 
 
+def _field_key(claim: CompactClaim) -> tuple[int, int, list[tuple[str, str, float | None]]]:
+    return claim.first, claim.last, [(i.kind, i.value, i.start) for i in claim.items]
+
+
+def _check_fields(
+    world: SynthWorld, claims: list[CompactClaim], times: list[float], memory: Memory
+) -> list[str]:
+    """Field clauses must be the ones the served frames give, in order (each colour's bounds and digit)."""
+    if not times:
+        return ["describes frames, but none were served"]
+    try:
+        truth = parse_compact(", ".join(field_clauses(world, times)))
+    except ValueError as exc:
+        return [f"field clauses cannot describe the served frames: {exc}"]
+    if [_field_key(c) for c in claims] != [_field_key(c) for c in truth]:
+        wrong = next(
+            (
+                i
+                for i, (c, t) in enumerate(zip(claims, truth, strict=False))
+                if _field_key(c) != _field_key(t)
+            ),
+            None,
+        )
+        where = (
+            f"clause {wrong + 1}" if wrong is not None else f"{len(claims)} clauses for {len(truth)} colours"
+        )
+        return [f"its field clauses do not describe the served frames ({where})"]
+    for t in times:
+        memory.add_frame(t, world.frame(t))
+    return []
+
+
 def audit_compact_observation(
     world: SynthWorld, text: str | None, percept: Percept, memory: Memory
 ) -> list[str]:
@@ -109,7 +143,13 @@ def audit_compact_observation(
     ):
         problems.append("its clip clause does not match what was served")
     frames = [c for c in claims if c.kind == "frames"]
-    problems += _check_frames(world, frames, sorted(percept.times), memory)
+    fields = [c for c in claims if c.kind == "field"]
+    if frames and fields:
+        problems.append("it mixes frame clauses and field clauses")
+    elif fields:
+        problems += _check_fields(world, fields, sorted(percept.times), memory)
+    else:
+        problems += _check_frames(world, frames, sorted(percept.times), memory)
     audio = [c for c in claims if c.kind == "audio"]
     if len(audio) > 1 or (percept.span is not None and not audio):
         problems.append("it must describe the served audio once")

@@ -1,0 +1,99 @@
+"""The search step with the teacher's Observation given, when a look's frames are written by colour in a fixed
+order (the teacher's ``field_clauses``) against the time order: is the span learnt once it follows the colour's name?
+
+    python -m recipes.testbed.field_clauses same-episodes --time runs/testbed/sft_s0/sft_data/train.parquet \\
+        --fields runs/testbed/field_clauses/fields_teacher/sft_data/train.parquet
+    python -m recipes.testbed.field_clauses score --run runs/testbed/field_clauses/fields_s0 \\
+        --probes runs/testbed/field_clauses/fields_fresh_teacher/sft_data/train.parquet \\
+        --tasks runs/testbed/data/study_5321
+    python -m recipes.testbed.field_clauses analyse --arm fields=runs/testbed/field_clauses/fields \\
+        --arm time=runs/testbed/field_clauses/time --seeds 0 1 2 3 4 --primary fields-time
+
+In the time order the span of a colour (``blue 25-51``) is copied from the clauses on either side of the colour's
+own (``0-17 red, 25 yellow, 34-42 blue, 51-60 green``); in field clauses (``red 0-25, yellow 17-34, green 42-60,
+blue 25-51``) it is the two numbers right after the colour's name. Runs are warmed up and write their turns with
+:mod:`recipes.testbed.span_copy` (``train``, then ``measure --out RUN/field_probe.json``). ``score`` and
+``analyse`` are :mod:`recipes.testbed.field_grid`'s (the search step's measures and exact span; each seed's rows
+and the paired differences, t over seeds and a two-level bootstrap). ``same-episodes`` checks that the two forms'
+teacher episodes are the same turns, Thoughts and actions, and counts the second Thoughts whose span follows the
+colour's name in their Observation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recipes.testbed import probe_analysis, span_copy
+from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN
+from recipes.testbed.search_step import span_match
+from recipes.testbed.span_quote import score_arguments, score_runs
+
+
+def _turn(row: dict[str, Any]) -> dict[str, Any]:
+    reply = json.loads(span_copy.reply_of_row(row))
+    return {"thought": reply.get("thought"), "action": reply.get("action")}
+
+
+def follows_the_name(reply: str) -> bool | None:
+    """Whether a reply's Thought leads with a colour and a span (``blue 25-51``) that opens one of its Observation's
+    clauses, word for word; None when the Thought leads with no span."""
+    m = span_match(span_copy.parse_reply(reply)[0])
+    if m is None:
+        return None
+    return f", {m.group(0)}" in f", {span_copy.observation_of(reply)}"
+
+
+def same_episodes(time: Path, fields: Path) -> dict[str, Any]:
+    """Check that two SFT parquets of the teacher's episodes, in the time order and in field clauses, hold the same
+    turns with the same Thoughts and actions (the form changes Observations only). Returns the number of turns, how
+    many Observations differ, and per form how many second Thoughts lead with a span and how many of those spans
+    open a clause of their Observation; a ValueError when the turns differ."""
+    import pyarrow.parquet as pq
+
+    a, b = (pq.read_table(str(p), columns=["id", "turn", "messages"]).to_pylist() for p in (time, fields))
+    if [r["id"] for r in a] != [r["id"] for r in b]:
+        raise ValueError(f"{time} and {fields} hold different turns")
+    changed = 0
+    for x, y in zip(a, b, strict=True):
+        if _turn(x) != _turn(y):
+            raise ValueError(f"{x['id']}: the Thoughts or actions differ")
+        changed += span_copy.observation_of_row(x) != span_copy.observation_of_row(y)
+    out: dict[str, Any] = {"turns": len(a), "observations changed": changed}
+    for name, rows in (("time", a), ("fields", b)):
+        read = [follows_the_name(span_copy.reply_of_row(r)) for r in rows if r["turn"] == 2]
+        spans = [x for x in read if x is not None]
+        out[name] = {"second thoughts with a span": len(spans), "span opens a clause": sum(spans)}
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.field_clauses", description=__doc__.split("\n\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("same-episodes", help="the two forms' teacher episodes differ in Observations only")
+    e.add_argument("--time", type=Path, required=True, help="SFT parquet, Observations in the time order")
+    e.add_argument(
+        "--fields", type=Path, required=True, help="SFT parquet of the same episodes, field clauses"
+    )
+    score_arguments(sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})"))
+    a = probe_analysis.analyse_arguments(
+        sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
+    )
+    a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+    args = p.parse_args(argv)
+    if args.command == "same-episodes":
+        print(json.dumps(same_episodes(args.time, args.fields), indent=1))
+    elif args.command == "score":
+        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
+    else:
+        print(probe_analysis.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
