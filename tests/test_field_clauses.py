@@ -9,9 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from testkit import play_teacher
 
-from envs.env import OmniVideoEnv
-from envs.limits import EnvLimits
 from envs.synth import generate_benchmark
 from envs.tasks import Task
 from omniagent.backends.synth_compact import (
@@ -23,8 +22,6 @@ from omniagent.backends.synth_compact import (
     sec,
 )
 from omniagent.backends.synth_world import Memory, Percept, SynthWorld
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 from recipes.testbed.options import parse_args
 from recipes.testbed.recipe import synth_command
@@ -32,7 +29,6 @@ from recipes.testbed.search_step import span_match
 from rl.synthesis.audit_compact import audit_compact_observation
 from rl.synthesis.audit_rules import RulesAuditor
 
-LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
 CUES = ("cue_digit_mcq", "cue_pitch_mcq")
 
 
@@ -43,12 +39,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
 
 
 def _play(task: Task, fields: bool, seed: int) -> Trajectory:
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        policy = make_policy("synth_teacher", seed=seed, limits=LIMITS, compact=True, field_clauses=fields)
-        return run_episode(env, policy, task.env_options(5), episode_id="t", seed=seed)
-    finally:
-        env.close()
+    return play_teacher(task, seed, compact=True, field_clauses=fields)
 
 
 def _kinds(text: str) -> set[str]:

@@ -8,19 +8,15 @@ import json
 
 import pytest
 from pydantic import ValidationError
+from testkit import play_teacher
 
-from envs.env import OmniVideoEnv
-from envs.limits import EnvLimits
 from envs.synth import SEARCH_TEMPLATES, SynthConfig, build_timeline, config_hash, generate_benchmark
 from envs.synth.search import grid_bounds
 from envs.tasks import Task
 from omniagent.backends.synth_world import SynthWorld
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from recipes.testbed.search_step import span_match
 from rl.synthesis.audit_rules import RulesAuditor
 
-LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
 RANDOM = SynthConfig(seed=3, duration=60.0, level="search")
 GRID = RANDOM.model_copy(update={"search_fields": "grid"})
 
@@ -86,12 +82,7 @@ def grid_tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
 
 
 def _play(task: Task, seed: int = 0):
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        policy = make_policy("synth_teacher", seed=seed, limits=LIMITS, compact=True)
-        return run_episode(env, policy, task.env_options(5), episode_id="t", seed=seed)
-    finally:
-        env.close()
+    return play_teacher(task, seed, compact=True)
 
 
 def test_the_teachers_span_is_the_grid_field_of_the_cue(grid_tasks: list[Task]) -> None:

@@ -8,20 +8,16 @@ import re
 from pathlib import Path
 
 import pytest
+from testkit import play_teacher
 
-from envs.env import OmniVideoEnv
-from envs.limits import EnvLimits
 from envs.synth import generate_benchmark
 from envs.tasks import Task
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 from recipes.testbed.options import parse_args
 from recipes.testbed.recipe import synth_command
 from recipes.testbed.search_step import cue_named, span_holds, span_match
 from rl.synthesis.audit_rules import RulesAuditor
 
-LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
 CUES = ("cue_digit_mcq", "cue_pitch_mcq")
 
 
@@ -32,12 +28,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
 
 
 def _play(task: Task, quote: bool, seed: int) -> Trajectory:
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        policy = make_policy("synth_teacher", seed=seed, limits=LIMITS, compact=True, span_quote=quote)
-        return run_episode(env, policy, task.env_options(5), episode_id="t", seed=seed)
-    finally:
-        env.close()
+    return play_teacher(task, seed, compact=True, span_quote=quote)
 
 
 def _numbers(clause: str) -> list[str]:

@@ -7,20 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from testkit import play_teacher
 
-from envs.env import OmniVideoEnv
-from envs.limits import EnvLimits
 from envs.synth import generate_benchmark
 from envs.tasks import Task
 from omniagent.backends.synth_compact import describe_compact, is_compact, parse_compact, sec, thought_facts
 from omniagent.backends.synth_world import Memory, Percept, SynthWorld
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
 from rl.synthesis.audit_compact import audit_compact_observation, audit_compact_thought
 from rl.synthesis.audit_rules import RulesAuditor
-
-LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +25,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
 
 
 def _play(task: Task, compact: bool, seed: int = 0) -> Trajectory:
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        policy = make_policy("synth_teacher", seed=seed, limits=LIMITS, compact=compact, option_thought=True)
-        return run_episode(env, policy, task.env_options(5), episode_id="t", seed=seed)
-    finally:
-        env.close()
+    return play_teacher(task, seed, compact=compact, option_thought=True)
 
 
 def _field(world: SynthWorld, color: str) -> tuple[float, float]:
@@ -65,22 +55,15 @@ def test_teacher_episodes_in_the_compact_language_pass_the_auditor_and_score(tas
 def test_option_thought_writes_the_chosen_options_text_right_before_its_letter(tasks: list[Task]) -> None:
     """With ``option_thought`` a compact answer's Thought ends ``, <option text>: <letter>.`` for the answered
     letter (observed or guessed); without it the letter follows the facts directly, as before."""
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        for task in tasks[:12]:
-            ends, answers = {}, set()
-            for echo in (True, False):
-                policy = make_policy(
-                    "synth_teacher", seed=0, limits=LIMITS, compact=True, option_thought=echo
-                )
-                traj = run_episode(env, policy, task.env_options(5), episode_id="t", seed=0)
-                ends[echo] = traj.turns[-1].thought or ""
-                answers.add(traj.answer)
-            (letter,) = answers  # the echo changes the Thought's words only, not what is answered
-            value = task.choices[ord(letter) - ord("A")]
-            assert ends[True] == ends[False].removesuffix(f": {letter}.") + f", {value}: {letter}.", ends
-    finally:
-        env.close()
+    for task in tasks[:12]:
+        ends, answers = {}, set()
+        for echo in (True, False):
+            traj = play_teacher(task, compact=True, option_thought=echo)
+            ends[echo] = traj.turns[-1].thought or ""
+            answers.add(traj.answer)
+        (letter,) = answers  # the echo changes the Thought's words only, not what is answered
+        value = task.choices[ord(letter) - ord("A")]
+        assert ends[True] == ends[False].removesuffix(f": {letter}.") + f", {value}: {letter}.", ends
 
 
 def test_compact_episodes_are_a_fraction_of_the_full_language(tasks: list[Task]) -> None:
@@ -191,12 +174,9 @@ def test_answer_text_answers_with_the_options_text_which_the_auditor_passes_and_
     for task in tasks[:12]:
         played = {}
         for text in (True, False):
-            env = OmniVideoEnv(limits=EnvLimits(**LIMITS, mcq_option_text=text))
-            try:
-                policy = make_policy("synth_teacher", seed=0, limits=LIMITS, compact=True, answer_text=text)
-                played[text] = run_episode(env, policy, task.env_options(5), episode_id="t", seed=0)
-            finally:
-                env.close()
+            played[text] = play_teacher(
+                task, env_limits={"mcq_option_text": text}, compact=True, answer_text=text
+            )
         letter = played[False].answer
         value = task.choices[ord(letter) - ord("A")]
         assert played[True].turns[-1].action == {"type": "answer", "content": value}, task.id

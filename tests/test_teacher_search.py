@@ -7,18 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from testkit import play_teacher
 
-from envs.env import OmniVideoEnv
-from envs.limits import EnvLimits
 from envs.synth import SEARCH_TEMPLATES, generate_benchmark
 from envs.tasks import Task
 from omniagent.backends.synth_goals import parse_goal
 from omniagent.backends.synth_world import parse_observation
-from omniagent.episode import run_episode
-from omniagent.policy import make_policy
 from omniagent.trajectory import Trajectory
-
-LIMITS = {"max_frames": 8, "max_clip_s": 10.0, "max_audio_s": 30.0, "max_answer_chars": 40}
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +23,7 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> list[Task]:
 
 
 def _play(task: Task, budget: int = 5, seed: int = 0) -> Trajectory:
-    env = OmniVideoEnv(limits=EnvLimits(**LIMITS))
-    try:
-        policy = make_policy("synth_teacher", seed=seed, limits=LIMITS)
-        return run_episode(env, policy, task.env_options(budget), episode_id="t", seed=seed)
-    finally:
-        env.close()
+    return play_teacher(task, seed, budget)
 
 
 def test_goals_name_the_cue_not_a_time() -> None:

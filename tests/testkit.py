@@ -356,6 +356,33 @@ def audio_tokens(n_samples: int) -> int:
     return ((mel - 1) // 2 + 1 - 2) // 2 + 1
 
 
+SEARCH_LIMITS = {
+    "max_frames": 8,
+    "max_clip_s": 10.0,
+    "max_audio_s": 30.0,
+    "max_answer_chars": 40,
+}  # testbed's caps
+
+
+def play_teacher(
+    task: Any, seed: int = 0, budget: int = 5, env_limits: dict | None = None, **teacher: Any
+) -> Any:
+    """One episode of the scripted teacher ``synth_teacher`` on ``task`` (a :class:`envs.tasks.Task`) under
+    :data:`SEARCH_LIMITS`, in ``budget`` turns; ``env_limits``: more of the environment's limits
+    (``mcq_option_text``), ``teacher``: its kwargs (``compact=True``)."""
+    from envs.env import OmniVideoEnv
+    from envs.limits import EnvLimits
+    from omniagent.episode import run_episode
+    from omniagent.policy import make_policy
+
+    env = OmniVideoEnv(limits=EnvLimits(**SEARCH_LIMITS, **(env_limits or {})))
+    try:
+        policy = make_policy("synth_teacher", seed=seed, limits=SEARCH_LIMITS, **teacher)
+        return run_episode(env, policy, task.env_options(budget), episode_id="t", seed=seed)
+    finally:
+        env.close()
+
+
 def search_teacher_parquet(set_dir: Path, out: Path, n_samples: int = 1, **teacher: Any) -> Path:
     """The compact teacher's kept episodes on a search-level set (``set_dir/tasks.jsonl``), synthesised into
     ``out`` with the testbed recipe's caps and exported as SFT rows (``out/teacher.parquet``); ``teacher``: more of
@@ -371,7 +398,7 @@ def search_teacher_parquet(set_dir: Path, out: Path, n_samples: int = 1, **teach
     cfg.update(out_dir=str(out), n_samples=n_samples, seed=0)
     cfg["data"].update(tasks=str(set_dir / "tasks.jsonl"))
     cfg["teacher"].update(backend="synth_teacher", kwargs={"compact": True, **teacher})
-    cfg["env"]["limits"].update(max_frames=8, max_clip_s=10.0, max_audio_s=30.0, max_answer_chars=40)
+    cfg["env"]["limits"].update(SEARCH_LIMITS)
     run_synthesis(cfg, progress=False)
     export_parquet(load_trajectories(out / "kept.jsonl"), out / "teacher.parquet")
     return out / "teacher.parquet"

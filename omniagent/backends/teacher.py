@@ -19,6 +19,7 @@ the export never makes it a target, so the student learns the recovery, not the 
 Every template is solvable by perception; ``ff`` answers (one word by construction) are scored by exact match
 when the rule-based auditor (:mod:`rl.synthesis.audit_rules`) stands in for a judge. With ``compact``, turns on
 the search level's questions are written in the compact language (:mod:`omniagent.backends.synth_compact`).
+Its settings are :class:`~omniagent.backends.teacher_params.SynthTeacherParams`.
 """
 
 from __future__ import annotations
