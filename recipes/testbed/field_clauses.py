@@ -16,7 +16,8 @@ blue 25-51``) it is the two numbers right after the colour's name. Runs are warm
 ``analyse`` are :mod:`recipes.testbed.field_grid`'s (the search step's measures and exact span; each seed's rows
 and the paired differences, t over seeds and a two-level bootstrap). ``same-episodes`` checks that the two forms'
 teacher episodes are the same turns, Thoughts and actions, and counts the second Thoughts whose span follows the
-colour's name in their Observation.
+colour's name in their Observation. ``sources`` (exploratory) says where each run's spans come from: the cue's
+field, another colour's field (as the field clauses of the same look give them), or neither.
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from omniagent.backends.synth_compact import parse_compact
 from recipes.testbed import probe_analysis, span_copy
+from recipes.testbed.cli_args import labelled
 from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN
 from recipes.testbed.search_step import span_match
 from recipes.testbed.span_quote import score_arguments, score_runs
+
+SOURCES = ("the cue's field", "another colour's field", "other numbers", "no span")
 
 
 def _turn(row: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +75,41 @@ def same_episodes(time: Path, fields: Path) -> dict[str, Any]:
     return out
 
 
+def field_spans(reply: str) -> dict[str, tuple[str, str]]:
+    """Each colour's span in a reply's Observation in field clauses (``blue 25-51``: ``("25", "51")``)."""
+    claims = parse_compact(span_copy.observation_of(reply))
+    return {c.items[0].value: (str(c.first), str(c.last)) for c in claims if c.kind == "field"}
+
+
+def span_source(written: str, probe: dict[str, Any]) -> str:
+    """Where a written turn's span comes from (:data:`SOURCES`), whatever colour its Thought names: the span of the
+    probe's cue in the field clauses of the probe's look (``probe`` in field clauses), another colour's, or
+    neither."""
+    m = span_match(span_copy.parse_reply(written)[0])
+    if m is None:
+        return "no span"
+    fields, span = field_spans(probe["reply"]), (m.group(2), m.group(3))
+    if fields.get(probe["cue"]) == span:
+        return "the cue's field"
+    return "another colour's field" if span in fields.values() else "other numbers"
+
+
+def sources_table(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> str:
+    """Exploratory: per run (and the teacher), the share of probes whose written span is each of :data:`SOURCES`;
+    ``probes`` are the field-clause teacher's, whose Observations give each colour's span."""
+    by_id = {p["id"]: p for p in probes}
+    written = {"teacher": [(p["reply"], p) for p in probes]}
+    for name, run in runs:
+        rows = json.loads((run / WRITTEN).read_text())["rows"]
+        written[name] = [(r["written"], by_id[r["id"]]) for r in rows]
+    lines = ["| run | turns | " + " | ".join(SOURCES) + " |", "| --- " * (2 + len(SOURCES)) + "|"]
+    for name, pairs in written.items():
+        found = [span_source(w, p) for w, p in pairs]
+        shares = " | ".join(f"{found.count(x) / len(found):.3f}" for x in SOURCES)
+        lines.append(f"| {name} | {len(found)} | {shares} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.field_clauses", description=__doc__.split("\n\n")[0]
@@ -85,8 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
     )
     a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+    w = sub.add_parser("sources", help="exploratory: where each run's spans come from")
+    w.add_argument("--run", type=labelled, action="append", required=True, metavar="NAME=DIR")
+    w.add_argument(
+        "--probes", type=Path, required=True, help="the field-clause teacher's SFT parquet on the set"
+    )
+    w.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
     args = p.parse_args(argv)
-    if args.command == "same-episodes":
+    if args.command == "sources":
+        print(sources_table(args.run, span_copy.load_probes(args.probes, args.tasks)))
+    elif args.command == "same-episodes":
         print(json.dumps(same_episodes(args.time, args.fields), indent=1))
     elif args.command == "score":
         score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_clauses import follows_the_name, main, same_episodes
+from recipes.testbed.field_clauses import field_spans, follows_the_name, main, same_episodes, span_source
 from recipes.testbed.field_grid import SCORED, WRITTEN
 from recipes.testbed.span_copy import load_probes, parse_reply
 
@@ -103,3 +103,41 @@ def test_runs_are_scored_and_paired_on_the_same_probes(teachers: tuple, tmp_path
     assert res["fields - time: exact span"]["per_seed"] == pytest.approx([1.0, (n - 1) / n])
     assert res["floors"]["fields"] == pytest.approx(res["floors"]["time"])  # the same probes, the same floor
     assert "fields - time" in capsys.readouterr().out
+
+
+def test_sources_say_which_colours_span_a_run_wrote(teachers: tuple, tmp_path: Path, capsys) -> None:
+    tasks, _, fields = teachers
+    probes = load_probes(fields, tasks)
+    probe = probes[0]
+    spans = field_spans(probe["reply"])
+    other = next(c for c in spans if c != probe["cue"])
+    reply = json.loads(probe["reply"])
+
+    def written(thought: str) -> str:
+        return json.dumps({**reply, "thought": thought})
+
+    a, b = spans[probe["cue"]]
+    assert span_source(probe["reply"], probe) == "the cue's field"
+    assert (
+        span_source(written(f"{other} {a}-{b}."), probe) == "the cue's field"
+    )  # the span, whatever colour named
+    assert (
+        span_source(written(f"{probe['cue']} {'-'.join(spans[other])}."), probe) == "another colour's field"
+    )
+    assert span_source(written(f"{probe['cue']} 0-1."), probe) == "other numbers"
+    assert span_source(written("look for red."), probe) == "no span"
+    rows = [{"id": p["id"], "written": written(f"{p['cue']} 0-1.") if i % 2 else p["reply"]}
+            for i, p in enumerate(probes)]  # fmt: skip
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / WRITTEN).write_text(json.dumps({"rows": rows}))
+    assert (
+        main(["sources", "--run", f"half={tmp_path / 'r'}", "--probes", str(fields), "--tasks", str(tasks)])
+        == 0
+    )
+    table = {
+        r.split(" | ")[0].strip("| "): r.split(" | ")[1:] for r in capsys.readouterr().out.splitlines()[2:]
+    }
+    n = len(probes)
+    assert table["teacher"][:2] == [str(n), "1.000"]
+    assert float(table["half"][1]) == pytest.approx(((n + 1) // 2) / n, abs=1e-3)
+    assert float(table["half"][3]) == pytest.approx((n // 2) / n, abs=1e-3)

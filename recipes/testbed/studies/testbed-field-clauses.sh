@@ -90,3 +90,8 @@ done
 python -m recipes.testbed.field_clauses analyse --arm fields=$OUT/fields --arm time=$OUT/time --seeds "${SEEDS[@]}" \
     --primary fields-time --out $OUT/analysis.json --figure docs/figures/testbed_field_clauses.png \
     | tee $OUT/analysis.md
+# exploratory, added after the plan: where each run's spans come from (the cue's field, another colour's, neither)
+SOURCES=()
+for ARM in fields time; do for SEED in "${SEEDS[@]}"; do SOURCES+=(--run ${ARM}_s$SEED=$OUT/${ARM}_s$SEED); done; done
+python -m recipes.testbed.field_clauses sources "${SOURCES[@]}" \
+    --probes $OUT/fields_fresh_teacher/sft_data/train.parquet --tasks $SET | tee $OUT/sources.md
