@@ -4,3 +4,21 @@
 export OMP_NUM_THREADS=1
 PIDS=()
 wait_all() { for PID in "${PIDS[@]}"; do wait "$PID"; done; PIDS=(); }
+
+# warm_up DATA SEED FOLDER: the recipe's text warm-up (span_copy train) from $BASE/init on the SFT parquet DATA, warm-up
+# seed SEED, into FOLDER (logged to FOLDER.log); skipped once FOLDER holds a model, resumed from its saved state else.
+warm_up() {
+    if [ ! -e "$3/model.safetensors" ]; then
+        python -m recipes.testbed.span_copy train --init "$BASE/init" --data "$1" --seed "$2" --out "$3" >> "$3.log" 2>&1
+    fi
+}
+
+# copy_model SRC DST: a warm-up's saved model (weights, config, tokenizer, loss curve; not its probes or scores) from
+# the folder SRC to DST, when SRC holds one and DST does not.
+copy_model() {
+    if [ -e "$1/model.safetensors" ] && [ ! -e "$2/model.safetensors" ]; then
+        mkdir -p "$2"
+        cp "$1"/{config,generation_config,processor_config,tokenizer,tokenizer_config}.json \
+            "$1"/{chat_template.jinja,model.safetensors,warmup_loss.json} "$2"/
+    fi
+}

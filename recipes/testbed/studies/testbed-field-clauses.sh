@@ -44,27 +44,17 @@ python -m recipes.testbed.field_clauses same-episodes --time $OUT/time_fresh_tea
 # the warm-ups. time: the field grid study's random-field runs, the same command on the same rows and seed (copied
 # when present, else trained). fields: two seeds side by side; seed 0 of the time arm trained again beside the last
 # one and compared with the copy, byte for byte
-warm_up() {  # $1: arm, $2: seed, $3: folder
-    [ -e $3/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init --data ${DATA[$1]} \
-        --seed $2 --out $3 >> $3.log 2>&1
-}
-for SEED in "${SEEDS[@]}"; do
-    if [ -e $GRID_RUNS/random_s$SEED/model.safetensors ] && [ ! -e $OUT/time_s$SEED/model.safetensors ]; then
-        mkdir -p $OUT/time_s$SEED
-        cp $GRID_RUNS/random_s$SEED/{config,generation_config,processor_config,tokenizer,tokenizer_config}.json \
-            $GRID_RUNS/random_s$SEED/{chat_template.jinja,model.safetensors,warmup_loss.json} $OUT/time_s$SEED/
-    fi
-done
+for SEED in "${SEEDS[@]}"; do copy_model $GRID_RUNS/random_s$SEED $OUT/time_s$SEED; done
 for PAIR in "fields 0 fields 1" "fields 2 fields 3" "fields 4 time_check 0"; do
     set -- $PAIR
     for ARM_SEED in "$1 $2" "$3 $4"; do
         set -- $ARM_SEED
-        warm_up "${1/time_check/time}" $2 $OUT/${1}_s$2 &
+        warm_up "${DATA[${1/time_check/time}]}" $2 $OUT/${1}_s$2 &
         PIDS+=($!)
     done
     wait_all
 done
-for SEED in "${SEEDS[@]}"; do warm_up time $SEED $OUT/time_s$SEED; done
+for SEED in "${SEEDS[@]}"; do warm_up ${DATA[time]} $SEED $OUT/time_s$SEED; done
 cmp $OUT/time_check_s0/model.safetensors $OUT/time_s0/model.safetensors
 echo "time seed 0, trained again: the same weights, byte for byte" | tee $OUT/time_check.txt
 

@@ -32,27 +32,17 @@ python -m recipes.testbed --out $OUT/fresh_teacher --data $OUT/fresh_data --fiel
 # the warm-ups. all: the field clauses study's fields runs, the same command on the same rows and seed (copied when
 # present, else trained). step: two seeds side by side; seed 0 of the all arm trained again beside the last one and
 # compared with the copy, byte for byte
-warm_up() {  # $1: arm, $2: seed, $3: folder
-    [ -e $3/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init --data ${DATA[$1]} \
-        --seed $2 --out $3 >> $3.log 2>&1
-}
-for SEED in "${SEEDS[@]}"; do
-    if [ -e $FC/fields_s$SEED/model.safetensors ] && [ ! -e $OUT/all_s$SEED/model.safetensors ]; then
-        mkdir -p $OUT/all_s$SEED
-        cp $FC/fields_s$SEED/{config,generation_config,processor_config,tokenizer,tokenizer_config}.json \
-            $FC/fields_s$SEED/{chat_template.jinja,model.safetensors,warmup_loss.json} $OUT/all_s$SEED/
-    fi
-done
+for SEED in "${SEEDS[@]}"; do copy_model $FC/fields_s$SEED $OUT/all_s$SEED; done
 for PAIR in "step 0 step 1" "step 2 step 3" "step 4 all_check 0"; do
     set -- $PAIR
     for ARM_SEED in "$1 $2" "$3 $4"; do
         set -- $ARM_SEED
-        warm_up "${1/all_check/all}" $2 $OUT/${1}_s$2 &
+        warm_up "${DATA[${1/all_check/all}]}" $2 $OUT/${1}_s$2 &
         PIDS+=($!)
     done
     wait_all
 done
-for SEED in "${SEEDS[@]}"; do warm_up all $SEED $OUT/all_s$SEED; done
+for SEED in "${SEEDS[@]}"; do warm_up ${DATA[all]} $SEED $OUT/all_s$SEED; done
 cmp $OUT/all_check_s0/model.safetensors $OUT/all_s0/model.safetensors
 echo "all seed 0, trained again: the same weights, byte for byte" | tee $OUT/all_check.txt
 
