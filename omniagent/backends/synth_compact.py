@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from omniagent.backends.synth_world import Item, Percept, SynthWorld
+from omniagent.backends.synth_world import HUES, Item, Percept, SynthWorld  # HUES: the field clauses' order
 
 __all__ = [
     "CompactClaim",
@@ -51,14 +51,6 @@ __all__ = [
     "sec",
 ]
 
-HUES = (
-    "red",
-    "yellow",
-    "green",
-    "cyan",
-    "blue",
-    "magenta",
-)  # the field clauses' order: round the colour wheel
 _HUE = f"({'|'.join(HUES)})"
 _FRAME = re.compile(rf"^(\d+)(?:-(\d+))? (?:{_HUE}(?: (\d))?|(flash|static))$")
 _FIELD = re.compile(rf"^{_HUE} (\d+)-(\d+)(?: digit (\d) at (\d+))?$")

@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from omniagent.backends.synth_compact import parse_compact
-from recipes.testbed import probe_analysis, span_copy
+from recipes.testbed import field_grid, span_copy
 from recipes.testbed.cli_args import labelled
-from recipes.testbed.field_grid import FIELD_MEASURES, SCORED, WRITTEN
+from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.search_step import span_match
-from recipes.testbed.span_quote import score_arguments, score_runs
 
 SOURCES = ("the cue's field", "another colour's field", "other numbers", "no span")
 
@@ -57,18 +56,14 @@ def same_episodes(time: Path, fields: Path) -> dict[str, Any]:
     turns with the same Thoughts and actions (the form changes Observations only). Returns the number of turns, how
     many Observations differ, and per form how many second Thoughts lead with a span and how many of those spans
     open a clause of their Observation; a ValueError when the turns differ."""
-    import pyarrow.parquet as pq
-
-    a, b = (pq.read_table(str(p), columns=["id", "turn", "messages"]).to_pylist() for p in (time, fields))
-    if [r["id"] for r in a] != [r["id"] for r in b]:
-        raise ValueError(f"{time} and {fields} hold different turns")
+    pairs = span_copy.paired_rows(time, fields)
     changed = 0
-    for x, y in zip(a, b, strict=True):
+    for x, y in pairs:
         if _turn(x) != _turn(y):
             raise ValueError(f"{x['id']}: the Thoughts or actions differ")
         changed += span_copy.observation_of_row(x) != span_copy.observation_of_row(y)
-    out: dict[str, Any] = {"turns": len(a), "observations changed": changed}
-    for name, rows in (("time", a), ("fields", b)):
+    out: dict[str, Any] = {"turns": len(pairs), "observations changed": changed}
+    for name, rows in (("time", [x for x, _ in pairs]), ("fields", [y for _, y in pairs])):
         read = [follows_the_name(span_copy.reply_of_row(r)) for r in rows if r["turn"] == 2]
         spans = [x for x in read if x is not None]
         out[name] = {"second thoughts with a span": len(spans), "span opens a clause": sum(spans)}
@@ -120,11 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     e.add_argument(
         "--fields", type=Path, required=True, help="SFT parquet of the same episodes, field clauses"
     )
-    score_arguments(sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})"))
-    a = probe_analysis.analyse_arguments(
-        sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
-    )
-    a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+    field_grid.add_probe_commands(sub)
     w = sub.add_parser("sources", help="exploratory: where each run's spans come from")
     w.add_argument("--run", type=labelled, action="append", required=True, metavar="NAME=DIR")
     w.add_argument(
@@ -136,10 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(sources_table(args.run, span_copy.load_probes(args.probes, args.tasks)))
     elif args.command == "same-episodes":
         print(json.dumps(same_episodes(args.time, args.fields), indent=1))
-    elif args.command == "score":
-        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
     else:
-        print(probe_analysis.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+        field_grid.run_probe_command(args)
     return 0
 
 

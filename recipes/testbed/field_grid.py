@@ -25,6 +25,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from recipes.testbed import probe_analysis, span_copy
 from recipes.testbed.cli_args import labelled
@@ -62,16 +63,31 @@ def spans_table(runs: Sequence[tuple[str, Path]], train: tuple[str, Path] | None
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m recipes.testbed.field_grid", description=__doc__.split("\n\n")[0]
-    )
-    sub = p.add_subparsers(dest="command", required=True)
+def add_probe_commands(sub: Any) -> None:
+    """The ``score`` and ``analyse`` commands, on the subparsers ``sub`` (``add_subparsers()``), of probe runs
+    written to :data:`WRITTEN` and scored on :data:`FIELD_MEASURES` into :data:`SCORED` (run by
+    :func:`run_probe_command`; the field clauses study's too)."""
     score_arguments(sub.add_parser("score", help=f"score runs' written turns ({WRITTEN} -> {SCORED})"))
     a = probe_analysis.analyse_arguments(
         sub.add_parser("analyse", help="rows per seed, the paired differences and each arm's floor")
     )
     a.add_argument("--plot", default="span holds", choices=list(FIELD_MEASURES), help="the figure's measure")
+
+
+def run_probe_command(args: argparse.Namespace) -> None:
+    """``score`` (each run's scores written, a line of rates printed) or ``analyse`` (the table printed)."""
+    if args.command == "score":
+        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
+    else:
+        print(probe_analysis.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.field_grid", description=__doc__.split("\n\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    add_probe_commands(sub)
     w = sub.add_parser(
         "spans", help="exploratory: the spans each run writes, and the teacher's in training rows"
     )
@@ -84,11 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.command == "spans":
         print(spans_table(args.run, args.train))
-        return 0
-    if args.command == "score":
-        score_runs(args.run, span_copy.load_probes(args.probes, args.tasks), WRITTEN, SCORED, FIELD_MEASURES)
-        return 0
-    print(probe_analysis.analyse_command(args, FIELD_MEASURES, SCORED, args.plot))
+    else:
+        run_probe_command(args)
     return 0
 
 

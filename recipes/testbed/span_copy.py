@@ -138,6 +138,17 @@ def reply_of_row(row: dict[str, Any]) -> str:
     return message_text(json.loads(row["messages"])[-1])
 
 
+def paired_rows(a: Path, b: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The rows (``id``, ``turn``, ``messages``) of two SFT parquets of the same teacher episodes written two ways,
+    paired in order; a ValueError when they do not hold the same turns."""
+    import pyarrow.parquet as pq
+
+    x, y = (pq.read_table(str(p), columns=["id", "turn", "messages"]).to_pylist() for p in (a, b))
+    if [r["id"] for r in x] != [r["id"] for r in y]:
+        raise ValueError(f"{a} and {b} hold different turns")
+    return list(zip(x, y, strict=True))
+
+
 def observation_of_row(row: dict[str, Any]) -> str:
     """The Observation of an SFT row's target turn."""
     return observation_of(reply_of_row(row))

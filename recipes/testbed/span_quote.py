@@ -133,15 +133,11 @@ def overlap(rows: list[dict[str, Any]], probes: list[dict[str, Any]]) -> dict[st
 def same_turns(plain: Path, quote: Path) -> int:
     """Check that two SFT parquets of teacher episodes hold the same turns (ids) with the same Observations, as the
     plain and quote-form teacher's do (the quote changes Thoughts only); the number of turns, else a ValueError."""
-    import pyarrow.parquet as pq
-
-    a, b = (pq.read_table(str(p), columns=["id", "messages"]).to_pylist() for p in (plain, quote))
-    if [r["id"] for r in a] != [r["id"] for r in b]:
-        raise ValueError(f"{plain} and {quote} hold different turns")
-    for x, y in zip(a, b, strict=True):
+    pairs = span_copy.paired_rows(plain, quote)
+    for x, y in pairs:
         if span_copy.observation_of_row(x) != span_copy.observation_of_row(y):
             raise ValueError(f"{x['id']}: the Observations differ")
-    return len(a)
+    return len(pairs)
 
 
 def score_arguments(s: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -104,18 +104,10 @@ def _check_fields(
         truth = parse_compact(", ".join(field_clauses(world, times)))
     except ValueError as exc:
         return [f"field clauses cannot describe the served frames: {exc}"]
-    if [_field_key(c) for c in claims] != [_field_key(c) for c in truth]:
-        wrong = next(
-            (
-                i
-                for i, (c, t) in enumerate(zip(claims, truth, strict=False))
-                if _field_key(c) != _field_key(t)
-            ),
-            None,
-        )
-        where = (
-            f"clause {wrong + 1}" if wrong is not None else f"{len(claims)} clauses for {len(truth)} colours"
-        )
+    got, want = [_field_key(c) for c in claims], [_field_key(c) for c in truth]
+    if got != want:
+        wrong = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), None)
+        where = f"clause {wrong + 1}" if wrong is not None else f"{len(got)} clauses for {len(want)} colours"
         return [f"its field clauses do not describe the served frames ({where})"]
     for t in times:
         memory.add_frame(t, world.frame(t))
