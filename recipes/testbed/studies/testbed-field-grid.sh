@@ -41,8 +41,7 @@ fresh_teacher grid
 # the warm-ups: both arms of a seed side by side, from the same weights
 for SEED in "${SEEDS[@]}"; do
     for ARM in random grid; do
-        python -m recipes.testbed.span_copy train --init $BASE/init --data ${DATA[$ARM]} --seed $SEED \
-            --out $OUT/${ARM}_s$SEED >> $OUT/${ARM}_s$SEED.log 2>&1 &
+        warm_up ${DATA[$ARM]} $SEED $OUT/${ARM}_s$SEED &  # common.sh: skipped once the model is saved
         PIDS+=($!)
     done
     wait_all
