@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -244,10 +245,12 @@ def fresh_agent(init: Path, seed: int, rope_theta: float | None = None) -> tuple
 
 
 def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int, state: Path, folder: Path,
-            save_every: int = 100, log_every: int = 100, **info: Any) -> list[float]:  # fmt: skip
+            save_every: int = 100, log_every: int = 100, keep: Path | None = None,
+            **info: Any) -> list[float]:  # fmt: skip
     """The recipe's text warm-up (:data:`WARMUP`'s batch and learning rate, the Observation given) of ``model`` up to
     ``steps`` steps, saving and resuming its state in ``state`` every ``save_every`` steps; the model is saved to
-    ``folder`` with its loss curve (and ``info``). A state already past ``steps`` is refused."""
+    ``folder`` with its loss curve (and ``info``), and the last state moved to ``keep`` first when given (a saved
+    model replaces its folder whole). A state already past ``steps`` is refused."""
     from recipes.tiny_agent.text_warmup import run_text_warmup
     from rl.checkpoint import save_checkpoint
 
@@ -256,6 +259,8 @@ def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int,
                              save_every=save_every)  # fmt: skip
     if len(losses) != steps:
         raise RuntimeError(f"{state} is past step {steps} ({len(losses)} steps): remove it to start again")
+    if keep is not None:
+        state.replace(keep)
     save_checkpoint(model.eval(), processor, folder)
     write_atomic(folder / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
                                                           "steps": steps, **info, "loss": losses}))  # fmt: skip
@@ -263,15 +268,44 @@ def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int,
 
 
 def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100,
-          rope_theta: float | None = None, save_every: int = 100) -> Path:  # fmt: skip
+          rope_theta: float | None = None, save_every: int = 100, keep_state: bool = False,
+          start_from: Path | None = None) -> Path:  # fmt: skip
     """The text warm-up (:func:`warm_up`) from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out``.
     The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
-    run started again goes on from there; the file is removed once the model is saved."""
+    run started again goes on from there; with ``keep_state`` its last state is kept beside ``out``
+    (:func:`kept_state`). ``start_from``, a folder whose warm-up kept its state (the same data, seed and RoPE base),
+    is where a longer warm-up starts when ``out`` has no state of its own: the same steps as one run through."""
     model, processor = fresh_agent(init, seed, rope_theta)
     state = out / "warmup_state.pt"
-    warm_up(model, processor, data, seed, steps, state, out, save_every, log_every, rope_theta=rope_theta)
+    if start_from is not None and not state.is_file():
+        _copy_state(start_from, state, data, seed, rope_theta)
+    keep = kept_state(out) if keep_state else None
+    warm_up(
+        model, processor, data, seed, steps, state, out, save_every, log_every, keep, rope_theta=rope_theta
+    )
     state.unlink(missing_ok=True)
     return out
+
+
+def kept_state(folder: Path) -> Path:
+    """Where the warm-up saved to ``folder`` keeps its last state (``train --keep-state``): ``FOLDER.state.pt``."""
+    return folder.with_name(folder.name + ".state.pt")
+
+
+def _copy_state(folder: Path, state: Path, data: list[Path], seed: int, rope_theta: float | None) -> None:
+    """The kept warm-up state of ``folder`` copied to ``state``, once its data, seed and RoPE base are checked."""
+    kept, info = kept_state(folder), folder / "warmup_loss.json"
+    if not (kept.is_file() and info.is_file()):
+        raise FileNotFoundError(
+            f"{folder}: no finished warm-up with its state kept (train it with --keep-state)"
+        )
+    was = json.loads(info.read_text())
+    now = {"data": [str(p) for p in data], "seed": seed, "rope_theta": rope_theta}
+    for key, value in now.items():
+        if was.get(key) != value:
+            raise ValueError(f"{folder}'s warm-up had {key} {was.get(key)!r}, this one {value!r}")
+    state.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kept, state)
 
 
 # --- breakdown (exploratory) --------------------------------------------------------------------------------------
@@ -334,6 +368,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = warmup_arguments(sub.add_parser("train", help="the text warm-up from fresh weights"))
     t.add_argument("--steps", type=int, default=WARMUP["steps"])
     t.add_argument("--rope-theta", type=float, help="the text model's RoPE base (default: --init's)")
+    t.add_argument(
+        "--keep-state", action="store_true", help="keep the last state (OUT.state.pt) for a longer warm-up"
+    )
+    t.add_argument("--start-from", type=Path, help="a shorter warm-up's folder (--keep-state) to go on from")
     m = sub.add_parser("measure", help="the probes' second turns, written by a model")
     m.add_argument("--model", type=Path, required=True)
     m.add_argument("--probes", type=Path, required=True, help="SFT parquet of teacher episodes on the set")
@@ -358,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{args.out}: done")
             return 0
         train(args.init, args.data, args.seed, args.out, args.steps, rope_theta=args.rope_theta,
-              save_every=args.save_every)  # fmt: skip
+              save_every=args.save_every, keep_state=args.keep_state, start_from=args.start_from)  # fmt: skip
     elif args.command == "measure":
         out = args.out or args.model / "probe.json"
         seen = training_observations(args.train) if args.train else None

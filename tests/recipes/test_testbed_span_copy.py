@@ -234,3 +234,30 @@ def test_the_rope_base_is_set_without_changing_the_drawn_weights(teacher_set: tu
     head = 64 // AutoConfig.from_pretrained(short).text_config.num_attention_heads
     assert torch.allclose(inv, 1e4 ** (-torch.arange(0, head, 2, dtype=torch.float) / head))
     assert json.loads((short / "warmup_loss.json").read_text())["rope_theta"] == 1e4
+
+
+def test_a_longer_warm_up_goes_on_from_a_kept_state(teacher_set: tuple, tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    from recipes.testbed.model import build_testbed_agent
+    from recipes.testbed.span_copy import kept_state, train
+    from recipes.tiny_agent.model import corpus_texts
+
+    _, parquet = teacher_set
+    init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)
+    through = train(init, [parquet], 5, tmp_path / "through", steps=6, save_every=0)
+    short = train(init, [parquet], 5, tmp_path / "short", steps=3, save_every=0, keep_state=True)
+    assert kept_state(short).is_file() and not kept_state(through).exists()
+    long = train(init, [parquet], 5, tmp_path / "long", steps=6, save_every=0, start_from=short)
+    a, b = (load_file(str(d / "model.safetensors")) for d in (through, long))
+    # the same steps as one run through
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    losses = {d: json.loads((d / "warmup_loss.json").read_text())["loss"] for d in (through, short, long)}
+    assert losses[long] == losses[through] and losses[short] == losses[through][:3]
+    assert kept_state(short).is_file() and not kept_state(long).exists()
+    assert not [p for d in (through, short, long) for p in d.glob("*.pt")]  # no state left in a model folder
+    with pytest.raises(ValueError, match="seed 5"):  # another seed's warm-up is refused
+        train(init, [parquet], 6, tmp_path / "other", steps=6, start_from=short)
+    with pytest.raises(FileNotFoundError, match="--keep-state"):
+        train(init, [parquet], 5, tmp_path / "other", steps=6, start_from=through)
