@@ -34,8 +34,7 @@ wait_all
 declare -A DATA=([w96]=$BASE/sft_data/train.parquet [w480]=$OUT/layouts_teacher/sft_data/train.parquet)
 for SEED in "${SEEDS[@]}"; do
     for ARM in w96 w480; do
-        python -m recipes.testbed.span_copy train --init $BASE/init --data ${DATA[$ARM]} --seed $SEED \
-            --out $OUT/${ARM}_s$SEED > $OUT/${ARM}_s$SEED.log 2>&1 &
+        warm_up ${DATA[$ARM]} $SEED $OUT/${ARM}_s$SEED &
         PIDS+=($!)
     done
     wait_all
