@@ -11,7 +11,8 @@
 and runs the recipe's text warm-up on it (:func:`recipes.tiny_agent.text_warmup.run_text_warmup`: each teacher turn
 with its question and latest message, the teacher's Observation given, the Thought and action trained). It saves its
 state every ``--save-every`` steps, and a run stopped and started again goes on from there (``--rope-theta`` sets
-the text model's RoPE base).
+the text model's RoPE base). ``--keep-state`` keeps its last state beside the saved model, and a longer warm-up run
+with ``--start-from`` that folder goes on from it.
 
 ``measure`` takes the teacher's second turns of ``--probes`` (SFT rows of teacher episodes on a fresh set) whose
 question names a colour (``cue_digit_mcq``, ``cue_pitch_mcq``) and whose first turn looked at frames over at least
