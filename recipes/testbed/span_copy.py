@@ -273,8 +273,8 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
           start_from: Path | None = None) -> Path:  # fmt: skip
     """The text warm-up (:func:`warm_up`) from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out``.
     The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
-    run started again goes on from there; with ``keep_state`` its last state is kept beside ``out``
-    (:func:`kept_state`). ``start_from``, a folder whose warm-up kept its state (the same data, seed and RoPE base),
+    run started again goes on from there; the saved model replaces the folder, state and all, unless ``keep_state``
+    moved the last state beside ``out`` (:func:`kept_state`). ``start_from``, a folder whose warm-up kept its state (the same data, seed and RoPE base),
     is where a longer warm-up starts when ``out`` has no state of its own: the same steps as one run through."""
     model, processor = fresh_agent(init, seed, rope_theta)
     state = out / "warmup_state.pt"
@@ -284,7 +284,6 @@ def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_ev
     warm_up(
         model, processor, data, seed, steps, state, out, save_every, log_every, keep, rope_theta=rope_theta
     )
-    state.unlink(missing_ok=True)
     return out
 
 
