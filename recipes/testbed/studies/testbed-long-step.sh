@@ -22,12 +22,7 @@ FRESH=$OUT/fresh_teacher/sft_data/train.parquet
 # fresh set, seed 5323, and the teacher once per question on it in field clauses
 python -m recipes.testbed --out $BASE --seed 0 --stages data synth export build
 [ -e $DATA ] || bash recipes/testbed/studies/testbed-step-only.sh
-[ -e $SET/tasks.jsonl ] || python -m recipes.testbed.study make-set --data runs/testbed/data --seed 5323 \
-    --videos 32 --blind-videos 0
-mkdir -p $OUT/fresh_data
-ln -sfn "$(realpath $SET)" $OUT/fresh_data/train
-python -m recipes.testbed --out $OUT/fresh_teacher --data $OUT/fresh_data --field-clauses 1 --n-samples 1 --seed 0 \
-    --stages synth export
+fresh_field_set 5323  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fresh_teacher
 
 # stage SEED STEPS [FROM]: seed SEED's warm-up to STEPS steps (going on from the FROM-step model's kept state), then
 # its turns on the fresh probes (field_probe.json) and on its own training rows (seen<STEPS>_s<SEED>)

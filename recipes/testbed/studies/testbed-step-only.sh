@@ -20,12 +20,7 @@ declare -A DATA=([all]=$FC/fields_teacher/sft_data/train.parquet [step]=$OUT/ste
 python -m recipes.testbed --out $BASE --seed 0 --stages data synth export build
 python -m recipes.testbed --out $FC/fields_teacher --data runs/testbed/data --field-clauses 1 --seed 0 \
     --stages synth export
-[ -e $SET/tasks.jsonl ] || python -m recipes.testbed.study make-set --data runs/testbed/data --seed 5322 \
-    --videos 32 --blind-videos 0
-mkdir -p $OUT/fresh_data
-ln -sfn "$(realpath $SET)" $OUT/fresh_data/train
-python -m recipes.testbed --out $OUT/fresh_teacher --data $OUT/fresh_data --field-clauses 1 --n-samples 1 --seed 0 \
-    --stages synth export
+fresh_field_set 5322  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fresh_teacher
 # the step arm's rows: the search steps of the same episodes
 [ -e ${DATA[step]} ] || python -m recipes.testbed.step_only select --data ${DATA[all]} --out ${DATA[step]}
 

@@ -31,12 +31,7 @@ cmp <(head -n 1152 $LAYOUTS/train/tasks.jsonl) $TRAIN_SET/tasks.jsonl  # the fir
 python -m recipes.testbed --out $OUT/wide_teacher --data $LAYOUTS --train-videos 480 --field-clauses 1 --seed 0 \
     --stages synth export
 [ -e $WIDE ] || python -m recipes.testbed.step_only select --data $OUT/wide_teacher/sft_data/train.parquet --out $WIDE
-[ -e $SET/tasks.jsonl ] || python -m recipes.testbed.study make-set --data runs/testbed/data --seed 5324 \
-    --videos 32 --blind-videos 0
-mkdir -p $OUT/fresh_data
-ln -sfn "$(realpath $SET)" $OUT/fresh_data/train
-python -m recipes.testbed --out $OUT/fresh_teacher --data $OUT/fresh_data --field-clauses 1 --n-samples 1 --seed 0 \
-    --stages synth export
+fresh_field_set 5324  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fresh_teacher
 
 # the narrow arm: the long step study's models at each length, and its turns on the training-video probes at 3,600
 # steps (greedy, so the same as measured again)
