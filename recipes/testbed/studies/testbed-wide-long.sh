@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Testbed wide long: the wide step study's warm-ups on the search steps of 480 training videos, run on from their kept
+# states at 3,600 steps to 7,200, with models kept at 4,800, 6,000 and 7,200 steps; five warm-up seeds side by side,
+# one thread each. Each model writes the second turn after the teacher's Observation on fresh probes, and at 7,200
+# steps on the 96 recipe videos' training rows. Page: docs/experiments/testbed-wide-long.md. Each step is skipped once
+# done, a warm-up stopped part-way goes on from its saved state, and each longer warm-up goes on from the shorter
+# one's kept state.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+source recipes/testbed/studies/common.sh
+
+OUT=runs/testbed/wide_long
+WIDE_STEP=runs/testbed/wide_step  # the wide step study: its rows and its 3,600-step runs (kept states)
+BASE=runs/testbed/sft_s0          # seed 0's untrained agent (config and tokenizer)
+DATA=$WIDE_STEP/steps.parquet     # the 480 videos' search-step rows (3,814)
+NARROW=runs/testbed/step_only/steps.parquet  # the 96 videos' search-step rows (760): the training-video probes
+TRAIN_SET=runs/testbed/data/train # their questions
+SEEDS=(0 1 2 3 4)
+LENGTHS=(4800 6000 7200)
+SET=runs/testbed/data/study_5325  # the fresh set
+FRESH=$OUT/fresh_teacher/sft_data/train.parquet
+
+# the wide step study (its script runs the rows and the 3,600-step warm-ups with their states kept); the fresh set,
+# seed 5325, and the teacher once per question on it in field clauses
+python -m recipes.testbed --out $BASE --seed 0 --stages data synth export build
+[ -e $WIDE_STEP/wide3600_s4.state.pt ] || bash recipes/testbed/studies/testbed-wide-step.sh
+fresh_field_set 5325  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fresh_teacher
+
+# the 3,600-step arm: the wide step study's models, measured on the fresh probes; their turns on the training-video
+# probes (greedy, so the same as measured again)
+for SEED in "${SEEDS[@]}"; do
+    copy_model $WIDE_STEP/wide3600_s$SEED $OUT/at3600_s$SEED
+    [ -e $OUT/at3600_s$SEED/field_probe.json ] || python -m recipes.testbed.span_copy measure \
+        --model $OUT/at3600_s$SEED --probes $FRESH --tasks $SET --train $DATA --out $OUT/at3600_s$SEED/field_probe.json
+    if [ ! -e $OUT/seen3600_s$SEED/field_probe.json ]; then
+        mkdir -p $OUT/seen3600_s$SEED
+        cp $WIDE_STEP/seen_wide3600_s$SEED/field_probe.json $OUT/seen3600_s$SEED/
+    fi
+done
+
+# stage SEED STEPS FROM: seed SEED's warm-up to STEPS steps, going on from the FROM folder's kept state; its turns on
+# the fresh probes, and at 7,200 steps on the training-video probes
+stage() {
+    local run=$OUT/at$2_s$1
+    [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init --data $DATA \
+        --seed $1 --steps $2 --keep-state --start-from $3 --out $run >> $run.log 2>&1
+    [ -e $run/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $run --probes $FRESH \
+        --tasks $SET --train $DATA --out $run/field_probe.json >> $run.log 2>&1
+    [ $2 != 7200 ] || [ -e $OUT/seen$2_s$1/field_probe.json ] || python -m recipes.testbed.span_copy measure \
+        --model $run --probes $NARROW --tasks $TRAIN_SET --train $DATA --out $OUT/seen$2_s$1/field_probe.json \
+        >> $run.log 2>&1
+}
+chain() {
+    stage $1 4800 $WIDE_STEP/wide3600_s$1
+    stage $1 6000 $OUT/at4800_s$1
+    stage $1 7200 $OUT/at6000_s$1
+}
+for SEED in "${SEEDS[@]}"; do
+    chain $SEED &
+    PIDS+=($!)
+done
+wait_all
+
+# the analysis: every seed's rows at each length against 3,600 steps (at 7,200 the primary: span holds, t over
+# seeds), the floor, the figure; the training-video probes; where each run's fresh spans come from
+RUNS=()
+for SEED in "${SEEDS[@]}"; do RUNS+=(--run $OUT/at3600_s$SEED); done
+python -m recipes.testbed.field_clauses score "${RUNS[@]}" --probes $FRESH --tasks $SET
+for N in "${LENGTHS[@]}"; do
+    RUNS=()
+    for SEED in "${SEEDS[@]}"; do RUNS+=(--run $OUT/at${N}_s$SEED); done
+    python -m recipes.testbed.field_clauses score "${RUNS[@]}" --probes $FRESH --tasks $SET
+    FIGURE=()
+    [ $N != 7200 ] || FIGURE=(--figure docs/figures/testbed_wide_long.png)
+    python -m recipes.testbed.field_clauses analyse --arm at$N=$OUT/at$N --arm at3600=$OUT/at3600 \
+        --seeds "${SEEDS[@]}" --primary at$N-at3600 --out $OUT/analysis_$N.json "${FIGURE[@]}" \
+        | tee $OUT/analysis_$N.md
+done
+for N in 3600 7200; do
+    RUNS=()
+    for SEED in "${SEEDS[@]}"; do RUNS+=(--run $OUT/seen${N}_s$SEED); done
+    python -m recipes.testbed.field_clauses score "${RUNS[@]}" --probes $NARROW --tasks $TRAIN_SET
+done
+python -m recipes.testbed.field_clauses analyse --arm seen7200=$OUT/seen7200 --arm seen3600=$OUT/seen3600 \
+    --seeds "${SEEDS[@]}" --primary seen7200-seen3600 --out $OUT/seen_analysis.json | tee $OUT/seen_analysis.md
+SOURCES=()
+for N in 7200 3600; do for SEED in "${SEEDS[@]}"; do SOURCES+=(--run at${N}_s$SEED=$OUT/at${N}_s$SEED); done; done
+python -m recipes.testbed.field_clauses sources "${SOURCES[@]}" --probes $FRESH --tasks $SET | tee $OUT/sources.md
