@@ -89,3 +89,15 @@ python -m recipes.testbed.field_clauses analyse --arm seenwide=$OUT/seen_wide360
 SOURCES=()
 for ARM in wide narrow; do for SEED in "${SEEDS[@]}"; do SOURCES+=(--run ${ARM}_s$SEED=$OUT/${ARM}3600_s$SEED); done; done
 python -m recipes.testbed.field_clauses sources "${SOURCES[@]}" --probes $FRESH --tasks $SET | tee $OUT/sources.md
+
+# the contrasts the page reads beside the analysis (added after it): each arm over steps, each arm's fresh against
+# training-video probes, and the primary on the probes that neither arm's rows hold
+{
+    for ARM in wide narrow; do
+        for N in 3600 2400; do
+            python -m recipes.testbed.seed_contrast --a $OUT/$ARM$N --b $OUT/${ARM}1200 --seeds "${SEEDS[@]}"
+        done
+        python -m recipes.testbed.seed_contrast --a $OUT/${ARM}3600 --b $OUT/seen_${ARM}3600 --seeds "${SEEDS[@]}"
+    done
+    python -m recipes.testbed.seed_contrast --a $OUT/wide3600 --b $OUT/narrow3600 --seeds "${SEEDS[@]}" --unseen-only
+} | tee $OUT/contrasts.md
