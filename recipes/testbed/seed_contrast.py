@@ -52,7 +52,7 @@ def contrast(a: Path, b: Path, seeds: Sequence[int], unseen_only: bool = False) 
             raise ValueError(f"{a} and {b} do not hold the same probes: --unseen-only compares one probe set")
         skip = {r["id"] for got in rows.values() for r in got if r.get("seen")}
     per_seed = [span_holds(rows[a, s], skip) - span_holds(rows[b, s], skip) for s in seeds]
-    probes = len(rows[a, seeds[0]]) - len(skip & {r["id"] for r in rows[a, seeds[0]]})
+    probes = sum(r["id"] not in skip for r in rows[a, seeds[0]])
     return {"a": str(a), "b": str(b), "seeds": list(seeds), "unseen_only": unseen_only, "probes": probes,
             "per_seed": per_seed, "t": t_interval(per_seed)}  # fmt: skip
 
