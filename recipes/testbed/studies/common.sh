@@ -23,6 +23,15 @@ copy_model() {
     fi
 }
 
+# copy_probes SRC DST: a run's turns on a probe set (SRC/field_probe.json, span_copy measure) copied into the folder DST,
+# when DST holds none; for a study that reuses another's greedy turns on the same probes.
+copy_probes() {
+    if [ ! -e "$2/field_probe.json" ]; then
+        mkdir -p "$2"
+        cp "$1/field_probe.json" "$2/"
+    fi
+}
+
 # fresh_field_set SEED: the fresh set of seed SEED (32 videos of random fields, runs/testbed/data/study_SEED), linked
 # as $OUT/fresh_data/train, and the teacher once per question on it in field clauses ($OUT/fresh_teacher); each part
 # skipped once done.

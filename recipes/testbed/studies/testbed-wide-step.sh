@@ -37,10 +37,7 @@ fresh_field_set 5324  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fr
 # steps (greedy, so the same as measured again)
 for SEED in "${SEEDS[@]}"; do
     for N in "${LENGTHS[@]}"; do copy_model $LONG/at${N}_s$SEED $OUT/narrow${N}_s$SEED; done
-    if [ ! -e $OUT/seen_narrow3600_s$SEED/field_probe.json ]; then
-        mkdir -p $OUT/seen_narrow3600_s$SEED
-        cp $LONG/seen3600_s$SEED/field_probe.json $OUT/seen_narrow3600_s$SEED/
-    fi
+    copy_probes $LONG/seen3600_s$SEED $OUT/seen_narrow3600_s$SEED
 done
 
 # stage ARM ROWS SEED STEPS [FROM]: the warm-up on ROWS to STEPS steps (going on from the FROM-step model's kept

@@ -1,0 +1,67 @@
+"""recipes/testbed/studies/common.sh: the study scripts' shared shell helpers, run in bash on temporary folders."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMON = ROOT / "recipes" / "testbed" / "studies" / "common.sh"
+MODEL_FILES = (
+    "config.json", "generation_config.json", "processor_config.json", "tokenizer.json", "tokenizer_config.json",
+    "chat_template.jinja", "model.safetensors", "warmup_loss.json",
+)  # fmt: skip
+
+
+def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run by bash in ``cwd`` after sourcing common.sh, stopping at the first failure."""
+    return subprocess.run(
+        ["bash", "-c", f"set -euo pipefail; source {COMMON}; {script}"],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def _probes(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "field_probe.json").write_text(text)
+
+
+def test_copy_probes_copies_once_and_never_overwrites(tmp_path: Path) -> None:
+    _probes(tmp_path / "src", '{"rows": [1]}')
+    done = _bash("copy_probes src a/b/dst", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a/b/dst/field_probe.json").read_text() == '{"rows": [1]}'
+    # a second call with other source turns keeps what DST already holds
+    _probes(tmp_path / "src", '{"rows": [2]}')
+    assert _bash("copy_probes src a/b/dst", tmp_path).returncode == 0
+    assert (tmp_path / "a/b/dst/field_probe.json").read_text() == '{"rows": [1]}'
+
+
+def test_copy_probes_stops_the_script_when_the_source_has_none(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    done = _bash("copy_probes src dst; echo after", tmp_path)
+    assert done.returncode != 0
+    assert "after" not in done.stdout
+    assert not (tmp_path / "dst" / "field_probe.json").exists()
+
+
+def test_copy_model_copies_the_model_files_not_the_probes(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in MODEL_FILES:
+        (src / name).write_text(name)
+    _probes(src, "{}")
+    done = _bash("copy_model src dst", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "dst").iterdir()) == sorted(MODEL_FILES)
+    # no model in SRC: nothing is made
+    assert _bash("copy_model nothing there", tmp_path).returncode == 0
+    assert not (tmp_path / "there").exists()
+
+
+def test_wait_all_fails_when_one_background_job_fails(tmp_path: Path) -> None:
+    ok = _bash("true & PIDS+=($!); sleep 0.1 & PIDS+=($!); wait_all; echo done", tmp_path)
+    assert ok.returncode == 0 and "done" in ok.stdout
+    bad = _bash("true & PIDS+=($!); (exit 3) & PIDS+=($!); wait_all; echo done", tmp_path)
+    assert bad.returncode == 3
+    assert "done" not in bad.stdout
