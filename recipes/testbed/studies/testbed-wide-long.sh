@@ -70,10 +70,7 @@ at3600() {
     [ -e $OUT/at3600_s$1/field_probe.json ] || python -m recipes.testbed.span_copy measure \
         --model $OUT/at3600_s$1 --probes $FRESH --tasks $SET --train $DATA --out $OUT/at3600_s$1/field_probe.json \
         >> $OUT/at3600_s$1.log 2>&1
-    if [ ! -e $OUT/seen3600_s$1/field_probe.json ]; then
-        mkdir -p $OUT/seen3600_s$1
-        cp $WIDE_STEP/seen_wide3600_s$1/field_probe.json $OUT/seen3600_s$1/
-    fi
+    copy_probes $WIDE_STEP/seen_wide3600_s$1 $OUT/seen3600_s$1
 }
 
 # stage SEED STEPS FROM: seed SEED's warm-up to STEPS steps, going on from the FROM folder's kept state; its turns on
