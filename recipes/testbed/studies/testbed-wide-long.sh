@@ -103,6 +103,12 @@ RUNS=()
 for SEED in "${SEEDS[@]}"; do RUNS+=(--run $WIDE_STEP/wide3600_s$SEED); done
 python -m recipes.testbed.field_clauses score "${RUNS[@]}" --probes $WIDE_STEP/fresh_teacher/sft_data/train.parquet \
     --tasks runs/testbed/data/study_5324 | tee $OUT/rebuilt_wide3600.md
+# and their mean loss over steps 1,101-1,200 and 2,301-2,400, beside that study's end loss at 1,200 and 2,400 steps
+for SEED in "${SEEDS[@]}"; do
+    python -c "import json, sys; loss = json.load(open(sys.argv[1]))['loss']; \
+print(f'seed {sys.argv[2]}: loss at 1,200 {sum(loss[1100:1200]) / 100:.3f}, at 2,400 {sum(loss[2300:2400]) / 100:.3f}')" \
+        $WIDE_STEP/wide3600_s$SEED/warmup_loss.json $SEED
+done | tee -a $OUT/rebuilt_wide3600.md
 
 # the analysis: every seed's rows at each length against 3,600 steps (at 7,200 the primary: span holds, t over
 # seeds), the floor, the figure; the training-video probes; where each run's fresh spans come from
