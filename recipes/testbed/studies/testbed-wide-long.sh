@@ -135,3 +135,12 @@ python -m recipes.testbed.field_clauses analyse --arm seen7200=$OUT/seen7200 --a
 SOURCES=()
 for N in 7200 3600; do for SEED in "${SEEDS[@]}"; do SOURCES+=(--run at${N}_s$SEED=$OUT/at${N}_s$SEED); done; done
 python -m recipes.testbed.field_clauses sources "${SOURCES[@]}" --probes $FRESH --tasks $SET | tee $OUT/sources.md
+
+# the contrasts the page reads beside the analysis (added after it): each length's fresh against training-video
+# probes, and the primary on the probes whose Observation the wide rows do not hold
+{
+    for N in 7200 3600; do
+        python -m recipes.testbed.seed_contrast --a $OUT/at$N --b $OUT/seen$N --seeds "${SEEDS[@]}"
+    done
+    python -m recipes.testbed.seed_contrast --a $OUT/at7200 --b $OUT/at3600 --seeds "${SEEDS[@]}" --unseen-only
+} | tee $OUT/contrasts.md
