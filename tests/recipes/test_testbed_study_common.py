@@ -65,3 +65,38 @@ def test_wait_all_fails_when_one_background_job_fails(tmp_path: Path) -> None:
     bad = _bash("true & PIDS+=($!); (exit 3) & PIDS+=($!); wait_all; echo done", tmp_path)
     assert bad.returncode == 3
     assert "done" not in bad.stdout
+
+
+# a stand-in for python that records each call's arguments, so fresh_field_set's plumbing is checked without a teacher
+_RECORD_PYTHON = 'python() { echo "$*" >> calls.txt; }; '
+
+
+def _fresh_set(tmp_path: Path, seed: int) -> Path:
+    data = tmp_path / "runs/testbed/data" / f"study_{seed}"
+    data.mkdir(parents=True)
+    (data / "tasks.jsonl").write_text("{}\n")
+    return data
+
+
+def test_fresh_field_set_fills_the_folder_it_is_given(tmp_path: Path) -> None:
+    data = _fresh_set(tmp_path, 7)
+    done = _bash(_RECORD_PYTHON + "OUT=mine; fresh_field_set 7 theirs", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "theirs/fresh_data/train").resolve() == data.resolve()
+    assert not (tmp_path / "mine").exists()
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert len(calls) == 1  # the set exists, so only the teacher runs
+    assert "--out theirs/fresh_teacher --data theirs/fresh_data --field-clauses 1 --n-samples 1" in calls[0]
+
+
+def test_fresh_field_set_defaults_to_out_and_makes_a_missing_set(tmp_path: Path) -> None:
+    done = _bash(_RECORD_PYTHON + "OUT=mine; mkdir -p runs/testbed/data/study_8; fresh_field_set 8", tmp_path)
+    assert done.returncode == 0, done.stderr
+    made = tmp_path / "runs/testbed/data/study_8"
+    assert (tmp_path / "mine/fresh_data/train").resolve() == made.resolve()
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert calls[0].startswith("-m recipes.testbed.study make-set --data runs/testbed/data --seed 8")
+    assert "--out mine/fresh_teacher" in calls[1]
+    # neither a folder nor OUT: the script stops, naming OUT
+    bare = _bash(_RECORD_PYTHON + "unset OUT; fresh_field_set 8", tmp_path)
+    assert bare.returncode != 0 and "OUT" in bare.stderr

@@ -32,15 +32,15 @@ copy_probes() {
     fi
 }
 
-# fresh_field_set SEED: the fresh set of seed SEED (32 videos of random fields, runs/testbed/data/study_SEED), linked
-# as $OUT/fresh_data/train, and the teacher once per question on it in field clauses ($OUT/fresh_teacher); each part
-# skipped once done.
+# fresh_field_set SEED [FOLDER]: the fresh set of seed SEED (32 videos of random fields, runs/testbed/data/study_SEED),
+# linked as FOLDER/fresh_data/train, and the teacher once per question on it in field clauses (FOLDER/fresh_teacher);
+# FOLDER is $OUT when not given; each part skipped once done.
 fresh_field_set() {
-    local set=runs/testbed/data/study_$1
+    local set=runs/testbed/data/study_$1 out=${2:-$OUT}
     [ -e $set/tasks.jsonl ] || python -m recipes.testbed.study make-set --data runs/testbed/data --seed $1 \
         --videos 32 --blind-videos 0
-    mkdir -p $OUT/fresh_data
-    ln -sfn "$(realpath $set)" $OUT/fresh_data/train
-    python -m recipes.testbed --out $OUT/fresh_teacher --data $OUT/fresh_data --field-clauses 1 --n-samples 1 \
+    mkdir -p $out/fresh_data
+    ln -sfn "$(realpath $set)" $out/fresh_data/train
+    python -m recipes.testbed --out $out/fresh_teacher --data $out/fresh_data --field-clauses 1 --n-samples 1 \
         --seed 0 --stages synth export
 }

@@ -46,7 +46,7 @@ if [ ! -e $DATA ]; then
     python -m recipes.testbed.step_only select --data $WIDE_STEP/wide_teacher/sft_data/train.parquet --out $DATA
 fi
 rows_are $DATA 3814
-(OUT=$WIDE_STEP; fresh_field_set 5324)  # common.sh, for the wide step study's folder
+fresh_field_set 5324 $WIDE_STEP  # common.sh, into the wide step study's folder
 fresh_field_set 5325  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fresh_teacher
 
 # rebuild SEED: when the wide step study's 3,600-step wide warm-up of seed SEED has no kept state, trained again in
