@@ -16,7 +16,6 @@ DATA=runs/testbed/wide_step/steps.parquet    # the 480 videos' search-step rows 
 NARROW=runs/testbed/step_only/steps.parquet  # the 96 videos' search-step rows (760): the training-video probes
 TRAIN_SET=runs/testbed/data/train  # their questions
 SEEDS=(0 1 2 3 4)
-LENGTHS=(1200 2400 3600)
 SET=runs/testbed/data/study_5326   # the fresh set
 FRESH=$OUT/fresh_teacher/sft_data/train.parquet
 
