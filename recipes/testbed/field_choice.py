@@ -1,0 +1,144 @@
+"""Exploratory: which field a run copies when its search step writes the span of a colour other than the cue's.
+
+    python -m recipes.testbed.field_choice --run s4=runs/testbed/wide_long/at7200_s4 \\
+        --probes runs/testbed/wide_long/fresh_teacher/sft_data/train.parquet --tasks runs/testbed/data/study_5325
+
+The probes are the field-clause teacher's second turns (:func:`recipes.testbed.span_copy.load_probes`): its
+Observation gives each colour's span in a fixed clause order (``red 8-34, yellow 42-60, green 25-51, blue 0-17``),
+and the cue is the colour the question asks about. A run's written turn (``RUN/field_probe.json``, written by
+``span_copy measure``) leads its Thought with a colour and a span. Its *choice* is the colour whose field that span
+is, or ``other numbers`` / ``no span`` (as :func:`recipes.testbed.field_clauses.span_source` reads it).
+
+For each run the command prints, over its probes:
+
+- the cue's colour against the chosen colour (clause order is fixed, so a colour is also a clause position);
+- the cue field's rank in time (by start, then end; 1 is the earliest) against the chosen field's rank;
+- a summary row: how many choices are another colour's field, and of those the share whose field is the cue's
+  neighbour in clause order and in time, each beside the share a choice among the other three fields at random
+  would give on the same probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from recipes.testbed import span_copy
+from recipes.testbed.cli_args import labelled
+from recipes.testbed.field_clauses import field_spans
+from recipes.testbed.field_grid import WRITTEN
+from recipes.testbed.search_step import span_match
+
+NOT_A_FIELD = ("other numbers", "no span")
+
+
+def time_ranks(fields: dict[str, tuple[str, str]]) -> dict[str, int]:
+    """Each colour's rank in time among ``fields`` (colour → span), by start then end, 1 for the earliest."""
+    order = sorted(fields, key=lambda c: (float(fields[c][0]), float(fields[c][1])))
+    return {c: i + 1 for i, c in enumerate(order)}
+
+
+def chosen_field(written: str, probe: dict[str, Any]) -> str:
+    """The colour whose field (in ``probe``'s Observation) is the span ``written``'s Thought leads with; the cue's
+    when two colours share that span; else one of :data:`NOT_A_FIELD`."""
+    m = span_match(span_copy.parse_reply(written)[0])
+    if m is None:
+        return "no span"
+    fields, span = field_spans(probe["reply"]), (m.group(2), m.group(3))
+    if fields.get(probe["cue"]) == span:
+        return str(probe["cue"])
+    return next((c for c, s in fields.items() if s == span), "other numbers")
+
+
+def _neighbours(order: Sequence[str], colour: str) -> set[str]:
+    i = list(order).index(colour)
+    return {order[j] for j in (i - 1, i + 1) if 0 <= j < len(order)}
+
+
+def choices(written: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One record per (written turn, probe): the cue, the chosen colour, both fields' ranks in time (``not a field``
+    for a choice that is not one), and for a choice of another colour's field whether it neighbours the cue's in clause
+    order and in time, with the chance of that for a pick among the other fields at random."""
+    out = []
+    for text, probe in written:
+        fields = field_spans(probe["reply"])
+        cue, chosen = str(probe["cue"]), chosen_field(text, probe)
+        ranks = time_ranks(fields)
+        rec: dict[str, Any] = {"cue": cue, "chosen": chosen, "cue rank": ranks.get(cue)}
+        rec["chosen rank"] = ranks.get(chosen, "not a field")
+        if chosen in fields and chosen != cue and cue in fields:
+            by_time = sorted(fields, key=ranks.__getitem__)
+            near = (_neighbours(list(fields), cue), _neighbours(by_time, cue))
+            rec["clause neighbour"], rec["time neighbour"] = chosen in near[0], chosen in near[1]
+            rec["clause chance"] = len(near[0]) / (len(fields) - 1)
+            rec["time chance"] = len(near[1]) / (len(fields) - 1)
+        out.append(rec)
+    return out
+
+
+def _table(records: list[dict[str, Any]], row: str, col: str, cols: Sequence[Any]) -> list[str]:
+    present = {r[row] for r in records}
+    keys = [c for c in cols if c in present] + sorted(present.difference(cols), key=str)
+    counts = Counter((r[row], r[col]) for r in records)
+    lines = [f"| {row} \\ {col} | " + " | ".join(map(str, cols)) + " |", "| --- " * (1 + len(cols)) + "|"]
+    lines += [f"| {k} | " + " | ".join(str(counts[(k, c)]) for c in cols) + " |" for k in keys]
+    return lines
+
+
+def _summary(name: str, records: list[dict[str, Any]]) -> str:
+    wrong = [r for r in records if "clause neighbour" in r]
+    cells = [name, str(len(records)), str(len(wrong))]
+    for kind in ("clause", "time"):
+        if wrong:
+            seen = sum(r[f"{kind} neighbour"] for r in wrong) / len(wrong)
+            chance = sum(r[f"{kind} chance"] for r in wrong) / len(wrong)
+            cells.append(f"{seen:.3f} (chance {chance:.3f})")
+        else:
+            cells.append("—")
+    return "| " + " | ".join(cells) + " |"
+
+
+def report(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> str:
+    """The markdown the command prints: the summary over runs, then each run's two tables."""
+    by_id = {p["id"]: p for p in probes}
+    colours = list(dict.fromkeys(c for p in probes for c in field_spans(p["reply"])))
+    per_run = {}
+    for name, run in runs:
+        rows = json.loads((run / WRITTEN).read_text())["rows"]
+        missing = [r["id"] for r in rows if r["id"] not in by_id]
+        if missing:
+            raise ValueError(
+                f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})"
+            )
+        per_run[name] = choices([(r["written"], by_id[r["id"]]) for r in rows])
+    head = "| run | turns | another colour's field | its clause neighbour | its time neighbour |"
+    lines = [head, "| --- " * 5 + "|"] + [_summary(n, recs) for n, recs in per_run.items()]
+    n_ranks = max((len(field_spans(p["reply"])) for p in probes), default=0)
+    for name, recs in per_run.items():
+        lines += ["", f"**{name}**: the cue's colour against the chosen field", ""]
+        lines += _table(recs, "cue", "chosen", [*colours, *NOT_A_FIELD])
+        lines += ["", f"**{name}**: the cue field's rank in time against the chosen field's", ""]
+        lines += _table(recs, "cue rank", "chosen rank", [*range(1, n_ranks + 1), "not a field"])
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m recipes.testbed.field_choice", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--run", type=labelled, action="append", required=True, metavar="NAME=DIR")
+    p.add_argument(
+        "--probes", type=Path, required=True, help="the field-clause teacher's SFT parquet on the set"
+    )
+    p.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    args = p.parse_args(argv)
+    print(report(args.run, span_copy.load_probes(args.probes, args.tasks)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""Which field a run copies (recipes/testbed/field_choice.py): the chosen colour of a written span, the fields' ranks
+in time, neighbours in clause order and in time with their chance, and the command's tables over a run's turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from testkit import search_teacher_parquet
+
+from recipes.testbed.field_choice import choices, chosen_field, main, time_ranks
+from recipes.testbed.field_clauses import field_spans
+from recipes.testbed.field_grid import WRITTEN
+from recipes.testbed.span_copy import load_probes
+
+OBSERVATION = "red 8-34, yellow 42-60, green 25-51, blue 0-17"
+
+
+def _probe(cue: str, observation: str = OBSERVATION) -> dict:
+    reply = {
+        "observation": observation,
+        "thought": "",
+        "action": {"type": "get_frames", "start": 0, "end": 1},
+    }
+    return {"id": "p", "cue": cue, "reply": json.dumps(reply)}
+
+
+def _written(probe: dict, thought: str) -> str:
+    return json.dumps({**json.loads(probe["reply"]), "thought": thought})
+
+
+def test_time_ranks_order_fields_by_start_then_end() -> None:
+    fields = {"red": ("8", "34"), "yellow": ("42", "60"), "green": ("8", "20"), "blue": ("0", "17")}
+    assert time_ranks(fields) == {"blue": 1, "green": 2, "red": 3, "yellow": 4}
+
+
+def test_the_chosen_field_is_the_colour_whose_span_was_written() -> None:
+    probe = _probe("blue")
+    assert chosen_field(_written(probe, "blue 0-17."), probe) == "blue"
+    assert chosen_field(_written(probe, "blue 25-51."), probe) == "green"
+    assert chosen_field(_written(probe, "red 42-60."), probe) == "yellow"  # the span decides, not the name
+    assert chosen_field(_written(probe, "blue 0-18."), probe) == "other numbers"
+    assert chosen_field(_written(probe, "look for blue."), probe) == "no span"
+    shared = _probe("blue", "red 0-17, yellow 42-60, green 25-51, blue 0-17")
+    assert (
+        chosen_field(_written(shared, "blue 0-17."), shared) == "blue"
+    )  # a span two colours share is the cue's
+
+
+def test_neighbours_in_clause_order_and_in_time_with_their_chance() -> None:
+    probe = _probe("blue")  # in time: blue 0-17, red 8-34, green 25-51, yellow 42-60
+    green, red, own, off = (
+        choices([(_written(probe, t), probe)])[0]
+        for t in ("blue 25-51.", "blue 8-34.", "blue 0-17.", "blue 1-2.")
+    )
+    assert (green["chosen"], green["cue rank"], green["chosen rank"]) == ("green", 1, 3)
+    assert green["clause neighbour"] and not green["time neighbour"]
+    assert not red["clause neighbour"] and red["time neighbour"]
+    assert green["clause chance"] == green["time chance"] == pytest.approx(1 / 3)  # blue is last, and first
+    assert (
+        "clause neighbour" not in own and "clause neighbour" not in off
+    )  # only another colour's field counts
+    assert off["chosen rank"] == "not a field"
+    middle = choices([(_written(_probe("yellow"), "yellow 25-51."), _probe("yellow"))])[0]
+    assert (
+        middle["clause neighbour"] and middle["time neighbour"]
+    )  # green follows yellow, and precedes it in time
+    assert middle["clause chance"] == pytest.approx(2 / 3) and middle["time chance"] == pytest.approx(1 / 3)
+
+
+def test_the_command_counts_each_runs_choices(tmp_path: Path, capsys) -> None:
+    from envs.synth import generate_benchmark
+
+    generate_benchmark(
+        tmp_path / "set", seed=14, n_videos=2, durations=[60.0], config={"level": "search"}, split="test"
+    )
+    fields = search_teacher_parquet(tmp_path / "set", tmp_path / "fields", field_clauses=True)
+    probes = load_probes(fields, tmp_path / "set")
+    rows, wrong = [], 0
+    for i, p in enumerate(probes):
+        spans = field_spans(p["reply"])
+        other = next(c for c in spans if spans[c] != spans[p["cue"]])
+        written = _written(p, f"{p['cue']} {'-'.join(spans[other])}.") if i % 2 else p["reply"]
+        wrong += i % 2
+        rows.append({"id": p["id"], "written": written})
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / WRITTEN).write_text(json.dumps({"rows": rows}))
+    args = ["--run", f"half={tmp_path / 'r'}", "--probes", str(fields), "--tasks", str(tmp_path / "set")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    summary = next(line for line in out.splitlines() if line.startswith("| half |")).split(" | ")
+    assert summary[1:3] == [str(len(probes)), str(wrong)] and wrong >= 2
+    colour_rows = out.split("the cue's colour against the chosen field")[1].split("**")[0]
+    cells = [[int(x) for x in r.strip("| ").split(" | ")[1:]] for r in colour_rows.strip().splitlines()[2:]]
+    assert sum(map(sum, cells)) == len(probes)
+    assert sum(r[i] for i, r in enumerate(cells)) == len(probes) - wrong  # the diagonal: the cue's own field
+    (tmp_path / "r" / WRITTEN).write_text(json.dumps({"rows": [{"id": "elsewhere", "written": ""}]}))
+    with pytest.raises(ValueError, match="not these probes"):
+        main(args)
