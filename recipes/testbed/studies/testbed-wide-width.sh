@@ -85,6 +85,8 @@ done
 python -m recipes.testbed.field_clauses analyse --arm w256at3600=$OUT/w256at3600 --arm w128at3600=$OUT/w128at3600 \
     --seeds "${SEEDS[@]}" --primary w256at3600-w128at3600 --out $OUT/analysis.json \
     --figure docs/figures/testbed_wide_width.png | tee $OUT/analysis.md
+python -m recipes.testbed.field_clauses analyse --arm w256at2400=$OUT/w256at2400 --arm w256at1200=$OUT/w256at1200 \
+    --seeds "${SEEDS[@]}" --primary w256at2400-w256at1200 --out $OUT/analysis_steps.json | tee $OUT/analysis_steps.md
 python -m recipes.testbed.field_clauses analyse --arm w256at3600=$OUT/w256at3600 --arm w128at7200=$OUT/w128at7200 \
     --seeds "${SEEDS[@]}" --primary w256at3600-w128at7200 --out $OUT/analysis_compute.json \
     | tee $OUT/analysis_compute.md
