@@ -7,7 +7,7 @@ The probes are the field-clause teacher's second turns (:func:`recipes.testbed.s
 Observation gives each colour's span in a fixed clause order (``red 8-34, yellow 42-60, green 25-51, blue 0-17``),
 and the cue is the colour the question asks about. A run's written turn (``RUN/field_probe.json``, written by
 ``span_copy measure``) leads its Thought with a colour and a span. Its *choice* is the colour whose field that span
-is, or ``other numbers`` / ``no span`` (as :func:`recipes.testbed.field_clauses.span_source` reads it).
+is, or ``other numbers`` / ``no span`` (:func:`recipes.testbed.field_clauses.chosen_field`).
 
 For each run the command prints, over its probes:
 
@@ -29,9 +29,8 @@ from typing import Any
 
 from recipes.testbed import span_copy
 from recipes.testbed.cli_args import labelled
-from recipes.testbed.field_clauses import field_spans
+from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
-from recipes.testbed.search_step import span_match
 
 NOT_A_FIELD = ("other numbers", "no span")
 
@@ -40,18 +39,6 @@ def time_ranks(fields: dict[str, tuple[str, str]]) -> dict[str, int]:
     """Each colour's rank in time among ``fields`` (colour → span), by start then end, 1 for the earliest."""
     order = sorted(fields, key=lambda c: (float(fields[c][0]), float(fields[c][1])))
     return {c: i + 1 for i, c in enumerate(order)}
-
-
-def chosen_field(written: str, probe: dict[str, Any]) -> str:
-    """The colour whose field (in ``probe``'s Observation) is the span ``written``'s Thought leads with; the cue's
-    when two colours share that span; else one of :data:`NOT_A_FIELD`."""
-    m = span_match(span_copy.parse_reply(written)[0])
-    if m is None:
-        return "no span"
-    fields, span = field_spans(probe["reply"]), (m.group(2), m.group(3))
-    if fields.get(probe["cue"]) == span:
-        return str(probe["cue"])
-    return next((c for c, s in fields.items() if s == span), "other numbers")
 
 
 def _neighbours(order: Sequence[str], colour: str) -> set[str]:

@@ -76,17 +76,26 @@ def field_spans(reply: str) -> dict[str, tuple[str, str]]:
     return {c.items[0].value: (str(c.first), str(c.last)) for c in claims if c.kind == "field"}
 
 
-def span_source(written: str, probe: dict[str, Any]) -> str:
-    """Where a written turn's span comes from (:data:`SOURCES`), whatever colour its Thought names: the span of the
-    probe's cue in the field clauses of the probe's look (``probe`` in field clauses), another colour's, or
-    neither."""
+def chosen_field(written: str, probe: dict[str, Any]) -> str:
+    """The colour whose field (in the field clauses of ``probe``'s look) is the span ``written``'s Thought leads with,
+    the cue's when two colours share that span; else ``other numbers``, or ``no span`` when it leads with none."""
     m = span_match(span_copy.parse_reply(written)[0])
     if m is None:
         return "no span"
     fields, span = field_spans(probe["reply"]), (m.group(2), m.group(3))
     if fields.get(probe["cue"]) == span:
+        return str(probe["cue"])
+    return next((c for c, s in fields.items() if s == span), "other numbers")
+
+
+def span_source(written: str, probe: dict[str, Any]) -> str:
+    """Where a written turn's span comes from (:data:`SOURCES`), whatever colour its Thought names: the span of the
+    probe's cue in the field clauses of the probe's look (``probe`` in field clauses), another colour's, or
+    neither."""
+    chosen = chosen_field(written, probe)
+    if chosen == probe["cue"]:
         return "the cue's field"
-    return "another colour's field" if span in fields.values() else "other numbers"
+    return chosen if chosen in SOURCES else "another colour's field"
 
 
 def sources_table(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> str:

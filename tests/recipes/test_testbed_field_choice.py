@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_choice import choices, chosen_field, main, time_ranks
-from recipes.testbed.field_clauses import field_spans
+from recipes.testbed.field_choice import choices, main, time_ranks
+from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.span_copy import load_probes
 
