@@ -42,7 +42,7 @@ def time_ranks(fields: dict[str, tuple[str, str]]) -> dict[str, int]:
 
 
 def _neighbours(order: Sequence[str], colour: str) -> set[str]:
-    i = list(order).index(colour)
+    i = order.index(colour)
     return {order[j] for j in (i - 1, i + 1) if 0 <= j < len(order)}
 
 
@@ -92,7 +92,8 @@ def _summary(name: str, records: list[dict[str, Any]]) -> str:
 def report(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> str:
     """The markdown the command prints: the summary over runs, then each run's two tables."""
     by_id = {p["id"]: p for p in probes}
-    colours = list(dict.fromkeys(c for p in probes for c in field_spans(p["reply"])))
+    spans = [field_spans(p["reply"]) for p in probes]
+    colours = list(dict.fromkeys(c for fields in spans for c in fields))
     per_run = {}
     for name, run in runs:
         rows = json.loads((run / WRITTEN).read_text())["rows"]
@@ -104,7 +105,7 @@ def report(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> st
         per_run[name] = choices([(r["written"], by_id[r["id"]]) for r in rows])
     head = "| run | turns | another colour's field | its clause neighbour | its time neighbour |"
     lines = [head, "| --- " * 5 + "|"] + [_summary(n, recs) for n, recs in per_run.items()]
-    n_ranks = max((len(field_spans(p["reply"])) for p in probes), default=0)
+    n_ranks = max(map(len, spans), default=0)
     for name, recs in per_run.items():
         lines += ["", f"**{name}**: the cue's colour against the chosen field", ""]
         lines += _table(recs, "cue", "chosen", [*colours, *NOT_A_FIELD])

@@ -43,9 +43,8 @@ def test_the_chosen_field_is_the_colour_whose_span_was_written() -> None:
     assert chosen_field(_written(probe, "blue 0-18."), probe) == "other numbers"
     assert chosen_field(_written(probe, "look for blue."), probe) == "no span"
     shared = _probe("blue", "red 0-17, yellow 42-60, green 25-51, blue 0-17")
-    assert (
-        chosen_field(_written(shared, "blue 0-17."), shared) == "blue"
-    )  # a span two colours share is the cue's
+    # a span two colours share is the cue's
+    assert chosen_field(_written(shared, "blue 0-17."), shared) == "blue"
 
 
 def test_neighbours_in_clause_order_and_in_time_with_their_chance() -> None:
@@ -58,14 +57,12 @@ def test_neighbours_in_clause_order_and_in_time_with_their_chance() -> None:
     assert green["clause neighbour"] and not green["time neighbour"]
     assert not red["clause neighbour"] and red["time neighbour"]
     assert green["clause chance"] == green["time chance"] == pytest.approx(1 / 3)  # blue is last, and first
-    assert (
-        "clause neighbour" not in own and "clause neighbour" not in off
-    )  # only another colour's field counts
+    # only another colour's field counts
+    assert "clause neighbour" not in own and "clause neighbour" not in off
     assert off["chosen rank"] == "not a field"
     middle = choices([(_written(_probe("yellow"), "yellow 25-51."), _probe("yellow"))])[0]
-    assert (
-        middle["clause neighbour"] and middle["time neighbour"]
-    )  # green follows yellow, and precedes it in time
+    # green follows yellow, and precedes it in time
+    assert middle["clause neighbour"] and middle["time neighbour"]
     assert middle["clause chance"] == pytest.approx(2 / 3) and middle["time chance"] == pytest.approx(1 / 3)
 
 
