@@ -16,6 +16,11 @@ For each run the command prints, over its probes:
 - a summary row: how many choices are another colour's field, and of those the share whose field is the cue's
   neighbour in clause order and in time, each beside the share a choice among the other three fields at random
   would give on the same probes.
+
+A NAME given twice pools its runs' turns (one seed at two lengths, say). With two names or more, a last row gives each
+name's *lean* (the mean over its wrong-field choices of neighbour − chance, in clause order and in time) and its mean
+with the t-interval over names (``analysis.t_interval``); a name with no wrong-field choice has no lean and is left out
+of the t, and the row says so. ``--json`` writes the leans, ``--figure`` draws them.
 """
 
 from __future__ import annotations
@@ -27,12 +32,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.jsonl import write_atomic
 from recipes.testbed import span_copy
+from recipes.testbed.analysis import t_interval
 from recipes.testbed.cli_args import labelled
 from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
 
 NOT_A_FIELD = ("other numbers", "no span")
+KINDS = ("clause", "time")
 
 
 def time_ranks(fields: dict[str, tuple[str, str]]) -> dict[str, int]:
@@ -76,10 +84,27 @@ def _table(records: list[dict[str, Any]], row: str, col: str, cols: Sequence[Any
     return lines
 
 
+def lean(records: list[dict[str, Any]], kind: str) -> float | None:
+    """The mean over ``records``' wrong-field choices of (``kind`` neighbour − its chance); None when there is none."""
+    wrong = [r for r in records if "clause neighbour" in r]
+    if not wrong:
+        return None
+    return sum(r[f"{kind} neighbour"] - r[f"{kind} chance"] for r in wrong) / len(wrong)
+
+
+def leans(per_run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per kind: each name's lean, and the t-interval over the names that have one."""
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        each = {name: lean(recs, kind) for name, recs in per_run.items()}
+        out[kind] = {"per_run": each, "t": t_interval([v for v in each.values() if v is not None])}
+    return out
+
+
 def _summary(name: str, records: list[dict[str, Any]]) -> str:
     wrong = [r for r in records if "clause neighbour" in r]
     cells = [name, str(len(records)), str(len(wrong))]
-    for kind in ("clause", "time"):
+    for kind in KINDS:
         if wrong:
             seen = sum(r[f"{kind} neighbour"] for r in wrong) / len(wrong)
             chance = sum(r[f"{kind} chance"] for r in wrong) / len(wrong)
@@ -89,12 +114,54 @@ def _summary(name: str, records: list[dict[str, Any]]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def report(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> str:
-    """The markdown the command prints: the summary over runs, then each run's two tables."""
+def _lean_rows(res: dict[str, Any]) -> list[str]:
+    lines = ["| lean (neighbour − chance) | per run | mean [t 95%] | p |", "| --- " * 4 + "|"]
+    for kind in KINDS:
+        each, t = res[kind]["per_run"], res[kind]["t"]
+        values = ", ".join(f"{n} {'—' if v is None else f'{v:+.3f}'}" for n, v in each.items())
+        if t["n"] < 2:
+            lines.append(f"| {kind} | {values} | — (fewer than two runs with a lean) | — |")
+            continue
+        lines.append(
+            f"| {kind} | {values} | {t['mean']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}] | {t['p']:.3f} |"
+        )
+    return lines
+
+
+def figure(res: dict[str, Any], path: Path, title: str) -> None:
+    """Each name's lean in clause order and in time, with the mean over names and its t-interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for i, kind in enumerate(KINDS):
+        each, t = res[kind]["per_run"], res[kind]["t"]
+        xs = [j + (i - 0.5) * 0.2 for j in range(len(each))]
+        ax.plot(xs, [float("nan") if v is None else v for v in each.values()], "o", color=f"C{i}",
+                label=f"{kind} neighbour − chance")  # fmt: skip
+        if t["n"] >= 2:
+            ax.errorbar([len(each) + (i - 0.5) * 0.2], [t["mean"]], fmt="s", color=f"C{i}", capsize=3,
+                        yerr=[[t["mean"] - t["lo"]], [t["hi"] - t["mean"]]])  # fmt: skip
+    names = list(res[KINDS[0]]["per_run"])
+    ax.set_xticks(range(len(names) + 1), [*names, "mean [t 95%]"])
+    ax.axhline(0, color="k", lw=1)
+    ax.set(ylabel="share of wrong-field choices", title=title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def read_runs(
+    runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
+    """Each name's choices (:func:`choices`) over its runs' written turns; a run holding rows of other probes is
+    refused."""
     by_id = {p["id"]: p for p in probes}
-    spans = [field_spans(p["reply"]) for p in probes]
-    colours = list(dict.fromkeys(c for fields in spans for c in fields))
-    per_run = {}
+    per_run: dict[str, list[dict[str, Any]]] = {}
     for name, run in runs:
         rows = json.loads((run / WRITTEN).read_text())["rows"]
         missing = [r["id"] for r in rows if r["id"] not in by_id]
@@ -102,9 +169,19 @@ def report(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> st
             raise ValueError(
                 f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})"
             )
-        per_run[name] = choices([(r["written"], by_id[r["id"]]) for r in rows])
+        per_run.setdefault(name, []).extend(choices([(r["written"], by_id[r["id"]]) for r in rows]))
+    return per_run
+
+
+def report(per_run: dict[str, list[dict[str, Any]]], probes: list[dict[str, Any]]) -> str:
+    """The markdown the command prints: the summary over names, their leans (two names or more), then each name's two
+    tables."""
+    spans = [field_spans(p["reply"]) for p in probes]
+    colours = list(dict.fromkeys(c for fields in spans for c in fields))
     head = "| run | turns | another colour's field | its clause neighbour | its time neighbour |"
     lines = [head, "| --- " * 5 + "|"] + [_summary(n, recs) for n, recs in per_run.items()]
+    if len(per_run) >= 2:
+        lines += ["", *_lean_rows(leans(per_run))]
     n_ranks = max(map(len, spans), default=0)
     for name, recs in per_run.items():
         lines += ["", f"**{name}**: the cue's colour against the chosen field", ""]
@@ -123,8 +200,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--probes", type=Path, required=True, help="the field-clause teacher's SFT parquet on the set"
     )
     p.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    p.add_argument("--json", type=Path, help="write each name's leans and their t-interval here")
+    p.add_argument("--figure", type=Path, help="draw each name's leans here (PNG)")
+    p.add_argument("--title", default="wrong-field choices: the cue's neighbour, minus chance")
     args = p.parse_args(argv)
-    print(report(args.run, span_copy.load_probes(args.probes, args.tasks)))
+    probes = span_copy.load_probes(args.probes, args.tasks)
+    per_run = read_runs(args.run, probes)
+    print(report(per_run, probes))
+    if args.json:
+        counts = {n: sum("clause neighbour" in r for r in recs) for n, recs in per_run.items()}
+        write_atomic(args.json, json.dumps({"wrong-field choices": counts, **leans(per_run)}, indent=1))
+    if args.figure:
+        figure(leans(per_run), args.figure, args.title)
     return 0
 
 

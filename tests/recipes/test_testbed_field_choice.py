@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_choice import choices, main, time_ranks
+from recipes.testbed.field_choice import choices, lean, leans, main, time_ranks
 from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.span_copy import load_probes
@@ -66,6 +66,26 @@ def test_neighbours_in_clause_order_and_in_time_with_their_chance() -> None:
     assert middle["clause chance"] == pytest.approx(2 / 3) and middle["time chance"] == pytest.approx(1 / 3)
 
 
+def test_a_lean_is_the_mean_over_wrong_field_choices_of_neighbour_minus_chance() -> None:
+    probe = _probe("blue")  # blue is last in clause order and first in time: one neighbour each, chance 1/3
+    recs = choices(
+        [
+            (_written(probe, t), probe)
+            for t in ("blue 25-51.", "blue 25-51.", "blue 8-34.", "blue 0-17.", "blue 1-2.")
+        ]
+    )
+    # green twice (clause neighbour, not in time), red once (in time only); the cue's own field and other numbers
+    # are not wrong-field choices
+    assert lean(recs, "clause") == pytest.approx((2 / 3 + 2 / 3 - 1 / 3) / 3)
+    assert lean(recs, "time") == pytest.approx((-1 / 3 - 1 / 3 + 2 / 3) / 3)
+    assert lean(recs[3:], "clause") is None
+    res = leans({"a": recs, "b": recs[2:3], "right": recs[3:]})
+    assert res["clause"]["per_run"]["right"] is None
+    # the t is over the names that have a lean
+    assert res["clause"]["t"]["n"] == 2
+    assert res["clause"]["t"]["mean"] == pytest.approx((1 / 3 - 1 / 3) / 2)
+
+
 def test_the_command_counts_each_runs_choices(tmp_path: Path, capsys) -> None:
     from envs.synth import generate_benchmark
 
@@ -95,3 +115,46 @@ def test_the_command_counts_each_runs_choices(tmp_path: Path, capsys) -> None:
     (tmp_path / "r" / WRITTEN).write_text(json.dumps({"rows": [{"id": "elsewhere", "written": ""}]}))
     with pytest.raises(ValueError, match="not these probes"):
         main(args)
+
+
+def test_a_name_given_twice_pools_its_runs_and_two_names_get_a_t(tmp_path: Path, capsys) -> None:
+    from envs.synth import generate_benchmark
+
+    generate_benchmark(
+        tmp_path / "set", seed=15, n_videos=2, durations=[60.0], config={"level": "search"}, split="test"
+    )
+    fields = search_teacher_parquet(tmp_path / "set", tmp_path / "fields", field_clauses=True)
+    probes = load_probes(fields, tmp_path / "set")
+    expected = []  # per probe of "a", the clause lean of writing the next clause's field (the previous for the last)
+    for shift, name in ((1, "a"), (2, "b")):
+        rows = []
+        for p in probes:
+            order = list(field_spans(p["reply"]))
+            i = order.index(p["cue"])
+            j = i + shift if i + shift < len(order) else i - shift
+            j = j if j >= 0 else (i + 1) % len(order)
+            span = field_spans(p["reply"])[
+                order[j] if p is not probes[0] else p["cue"]
+            ]  # the first one right
+            rows.append({"id": p["id"], "written": _written(p, f"{p['cue']} {'-'.join(span)}.")})
+            if name == "a" and span != field_spans(p["reply"])[p["cue"]]:
+                n_near = (i > 0) + (i < len(order) - 1)
+                expected.append((abs(i - j) == 1) - n_near / (len(order) - 1))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / WRITTEN).write_text(json.dumps({"rows": rows}))
+    common = ["--probes", str(fields), "--tasks", str(tmp_path / "set")]
+    assert main(["--run", f"a={tmp_path / 'a'}", "--run", f"a={tmp_path / 'a'}", *common]) == 0
+    out = capsys.readouterr().out
+    summary = next(line for line in out.splitlines() if line.startswith("| a |")).split(" | ")
+    assert summary[1:3] == [str(2 * len(probes)), str(2 * len(expected))] and expected
+    assert "| lean" not in out  # one name: no t
+    runs = ["--run", f"a={tmp_path / 'a'}", "--run", f"b={tmp_path / 'b'}"]
+    assert (
+        main([*runs, *common, "--json", str(tmp_path / "l.json"), "--figure", str(tmp_path / "l.png")]) == 0
+    )
+    got = json.loads((tmp_path / "l.json").read_text())
+    assert got["clause"]["per_run"]["a"] == pytest.approx(sum(expected) / len(expected))
+    assert got["clause"]["per_run"]["a"] > 0  # every wrong copy of "a" is a clause neighbour
+    assert got["wrong-field choices"]["a"] == len(expected)
+    assert "| clause | a +" in capsys.readouterr().out
+    assert (tmp_path / "l.png").read_bytes()[:4] == b"\x89PNG"
