@@ -15,7 +15,9 @@ For each run the command prints, over its probes:
 - the cue field's rank in time (by start, then end; 1 is the earliest) against the chosen field's rank;
 - a summary row: how many choices are another colour's field, and of those the share whose field is the cue's
   neighbour in clause order and in time, each beside the share a choice among the other three fields at random
-  would give on the same probes.
+  would give on the same probes;
+- of the choices that are some field of the look, the share that are the cue's and the share that are the earliest
+  field in time, beside the share a field at random would give.
 
 A NAME given twice pools its runs' turns (one seed at two lengths, say). With two names or more, a last row gives each
 name's *lean* (the mean over its wrong-field choices of neighbour − chance, in clause order and in time) and its mean
@@ -63,7 +65,12 @@ def choices(written: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any
         fields = field_spans(probe["reply"])
         cue, chosen = str(probe["cue"]), chosen_field(text, probe)
         ranks = time_ranks(fields)
-        rec: dict[str, Any] = {"cue": cue, "chosen": chosen, "cue rank": ranks.get(cue)}
+        rec: dict[str, Any] = {
+            "cue": cue,
+            "chosen": chosen,
+            "cue rank": ranks.get(cue),
+            "fields": len(fields),
+        }
         rec["chosen rank"] = ranks.get(chosen, "not a field")
         if chosen in fields and chosen != cue and cue in fields:
             by_time = sorted(fields, key=ranks.__getitem__)
@@ -112,6 +119,16 @@ def _summary(name: str, records: list[dict[str, Any]]) -> str:
         else:
             cells.append("—")
     return "| " + " | ".join(cells) + " |"
+
+
+def _field_row(name: str, records: list[dict[str, Any]]) -> str:
+    picked = [r for r in records if isinstance(r["chosen rank"], int)]
+    if not picked:
+        return f"| {name} | 0 | — | — |"
+    own = sum(r["chosen"] == r["cue"] for r in picked) / len(picked)
+    first = sum(r["chosen rank"] == 1 for r in picked) / len(picked)
+    chance = sum(1 / r["fields"] for r in picked) / len(picked)
+    return f"| {name} | {len(picked)} | {own:.3f} | {first:.3f} (chance {chance:.3f}) |"
 
 
 def _lean_rows(res: dict[str, Any]) -> list[str]:
@@ -182,6 +199,8 @@ def report(per_run: dict[str, list[dict[str, Any]]], probes: list[dict[str, Any]
     lines = [head, "| --- " * 5 + "|"] + [_summary(n, recs) for n, recs in per_run.items()]
     if len(per_run) >= 2:
         lines += ["", *_lean_rows(leans(per_run))]
+    lines += ["", "| run | choices of a field | the cue's | the earliest in time |", "| --- " * 4 + "|"]
+    lines += [_field_row(n, recs) for n, recs in per_run.items()]
     n_ranks = max(map(len, spans), default=0)
     for name, recs in per_run.items():
         lines += ["", f"**{name}**: the cue's colour against the chosen field", ""]

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_choice import choices, lean, leans, main, time_ranks
+from recipes.testbed.field_choice import choices, lean, leans, main, report, time_ranks
 from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
-from recipes.testbed.span_copy import load_probes
+from recipes.testbed.search_step import span_match
+from recipes.testbed.span_copy import load_probes, parse_reply
 
 OBSERVATION = "red 8-34, yellow 42-60, green 25-51, blue 0-17"
 
@@ -79,6 +80,9 @@ def test_a_lean_is_the_mean_over_wrong_field_choices_of_neighbour_minus_chance()
     assert lean(recs, "clause") == pytest.approx((2 / 3 + 2 / 3 - 1 / 3) / 3)
     assert lean(recs, "time") == pytest.approx((-1 / 3 - 1 / 3 + 2 / 3) / 3)
     assert lean(recs[3:], "clause") is None
+    # of the four spans that are a field (other numbers is not), one is the cue's, and the cue's is the earliest
+    picked = [line for line in report({"r": recs}, [probe]).splitlines() if line.startswith("| r |")][1]
+    assert picked == "| r | 4 | 0.250 | 0.250 (chance 0.250) |"
     res = leans({"a": recs, "b": recs[2:3], "right": recs[3:]})
     assert res["clause"]["per_run"]["right"] is None
     # the t is over the names that have a lean
@@ -112,6 +116,15 @@ def test_the_command_counts_each_runs_choices(tmp_path: Path, capsys) -> None:
     cells = [[int(x) for x in r.strip("| ").split(" | ")[1:]] for r in colour_rows.strip().splitlines()[2:]]
     assert sum(map(sum, cells)) == len(probes)
     assert sum(r[i] for i, r in enumerate(cells)) == len(probes) - wrong  # the diagonal: the cue's own field
+    # every written span is some field: the cue's in half, and the earliest in time whenever the written one is
+    earliest = 0
+    for r in rows:
+        fields = field_spans(next(p for p in probes if p["id"] == r["id"])["reply"])
+        first = min(fields.values(), key=lambda se: (float(se[0]), float(se[1])))
+        earliest += span_match(parse_reply(r["written"])[0]).group(2, 3) == first
+    picked = [line for line in out.splitlines() if line.startswith("| half |")][1].split(" | ")
+    assert picked[1:3] == [str(len(probes)), f"{(len(probes) - wrong) / len(probes):.3f}"]
+    assert picked[3].startswith(f"{earliest / len(probes):.3f} (chance 0.25")
     (tmp_path / "r" / WRITTEN).write_text(json.dumps({"rows": [{"id": "elsewhere", "written": ""}]}))
     with pytest.raises(ValueError, match="not these probes"):
         main(args)
