@@ -172,6 +172,16 @@ def figure(res: dict[str, Any], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def written_pairs(run: Path, by_id: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """``run``'s written turns (``RUN/field_probe.json``), each with its probe from ``by_id``; a ValueError when some
+    row is not one of those probes."""
+    rows = json.loads((run / WRITTEN).read_text())["rows"]
+    missing = [r["id"] for r in rows if r["id"] not in by_id]
+    if missing:
+        raise ValueError(f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})")
+    return [(r["written"], by_id[r["id"]]) for r in rows]
+
+
 def read_runs(
     runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]
 ) -> dict[str, list[dict[str, Any]]]:
@@ -180,13 +190,7 @@ def read_runs(
     by_id = {p["id"]: p for p in probes}
     per_run: dict[str, list[dict[str, Any]]] = {}
     for name, run in runs:
-        rows = json.loads((run / WRITTEN).read_text())["rows"]
-        missing = [r["id"] for r in rows if r["id"] not in by_id]
-        if missing:
-            raise ValueError(
-                f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})"
-            )
-        per_run.setdefault(name, []).extend(choices([(r["written"], by_id[r["id"]]) for r in rows]))
+        per_run.setdefault(name, []).extend(choices(written_pairs(run, by_id)))
     return per_run
 
 
