@@ -14,6 +14,8 @@ the cue's clause no longer stands where it stood. Each clause keeps its text, so
 tokens in another order. Every other row and field is left as it was, so ``span_copy measure``,
 ``field_clauses score`` and ``field_choice`` read the new parquet like any other probe set. An Observation that is
 not the look's field clauses, one with a single clause, or a reply that holds the Observation twice is refused.
+With ``--all-rows`` instead of ``--tasks`` it rewrites every row whose target Observation is two field clauses or more,
+in an order drawn uniformly over all orders (warm-up rows whose clause order varies), and leaves the rest.
 
 ``follow`` reads each run's turns on the shuffled probes (``RUN/field_probe.json``) and says which field each span is:
 
@@ -47,16 +49,26 @@ from recipes.testbed.field_clauses import chosen_field, field_spans
 FOLLOWS = ("the cue's colour", "the cue's old place", "another field", "not a field")
 
 
-def shuffled_observation(observation: str, cue: str, rng: np.random.Generator) -> str:
-    """``observation``'s field clauses in an order drawn by ``rng``, uniform over those that move the cue's clause
-    (any order when the cue has none); a ValueError when it is not field clauses or has one clause."""
+def field_clauses(observation: str) -> list[str] | None:
+    """``observation``'s clauses when it is the look's field clauses (each ``colour ...``, one per colour), else
+    None."""
     clauses = observation.split(", ")
     fields = field_spans(json.dumps({"observation": observation}))
     if len(fields) != len(clauses) or [c.split(" ")[0] for c in clauses] != list(fields):
+        return None
+    return clauses
+
+
+def shuffled_observation(observation: str, cue: str | None, rng: np.random.Generator) -> str:
+    """``observation``'s field clauses in an order drawn by ``rng``, uniform over those that move the cue's clause
+    (any order when ``cue`` is None or has no clause); a ValueError when it is not field clauses or has one clause."""
+    clauses = field_clauses(observation)
+    if clauses is None:
         raise ValueError(f"{observation!r}: not the look's field clauses (colour first, one clause each)")
     if len(clauses) < 2:
         raise ValueError(f"{observation!r}: a single clause has no other order")
-    before = list(fields).index(cue) if cue in fields else None
+    colours = [c.split(" ")[0] for c in clauses]
+    before = colours.index(cue) if cue in colours else None
     while True:
         order = [int(i) for i in rng.permutation(len(clauses))]
         if before is None or order.index(before) != before:
@@ -70,44 +82,65 @@ def _reply_with(reply: str, observation: str, new: str) -> str:
     return reply.replace(old_json, new_json)
 
 
-def shuffle_row(row: dict[str, Any], probe: dict[str, Any], seed: int) -> dict[str, Any]:
-    """``row`` with its target reply's Observation in a new order, drawn from ``seed`` and the row's id."""
-    rng = np.random.default_rng([seed, zlib.crc32(str(row["id"]).encode())])
-    observation = span_copy.observation_of(probe["reply"])
-    new = _reply_with(probe["reply"], observation, shuffled_observation(observation, probe["cue"], rng))
-    messages = json.loads(row["messages"])
+def _target(messages: list[dict[str, Any]], row_id: str) -> tuple[dict[str, Any], str]:
+    """Where the target reply's text is kept: (the dict, its key)."""
     target = messages[-1]
     if isinstance(target["content"], str):
-        target["content"] = new
-    else:
-        parts = [p for p in target["content"] if p.get("type") == "text"]
-        if len(parts) != 1 or parts[0]["text"] != probe["reply"]:
-            raise ValueError(f"{row['id']}: the target reply is not one text part")
-        parts[0]["text"] = new
+        return target, "content"
+    parts = [p for p in target["content"] if p.get("type") == "text"]
+    if len(parts) != 1:
+        raise ValueError(f"{row_id}: the target reply is not one text part")
+    return parts[0], "text"
+
+
+def target_observation(row: dict[str, Any]) -> str:
+    """The Observation of ``row``'s target reply."""
+    holder, key = _target(json.loads(row["messages"]), row["id"])
+    return span_copy.observation_of(holder[key])
+
+
+def shuffle_row(row: dict[str, Any], seed: int, cue: str | None) -> dict[str, Any]:
+    """``row`` with its target reply's Observation in a new order (:func:`shuffled_observation`), drawn from ``seed``
+    and the row's id. Only the target reply changes."""
+    rng = np.random.default_rng([seed, zlib.crc32(str(row["id"]).encode())])
+    messages = json.loads(row["messages"])
+    holder, key = _target(messages, row["id"])
+    observation = span_copy.observation_of(holder[key])
+    holder[key] = _reply_with(holder[key], observation, shuffled_observation(observation, cue, rng))
     return {**row, "messages": json.dumps(messages)}
 
 
-def make(probes: Path, tasks_dir: Path, seed: int, out: Path) -> int:
-    """Write ``probes`` with every probe row shuffled to ``out``; the number of probe rows shuffled."""
+def _shuffled_rows(rows: list[dict[str, Any]], seed: int, tasks_dir: Path | None) -> list[dict[str, Any]]:
+    if tasks_dir is None:  # every row in field clauses, any order
+        return [
+            shuffle_row(r, seed, None) if len(field_clauses(target_observation(r)) or ()) > 1 else r
+            for r in rows
+        ]
+    tasks = {str(t["id"]): t for t in read_jsonl(tasks_dir / "tasks.jsonl")}
+    out = []
+    for row in rows:
+        if row["task_id"] not in tasks:
+            raise ValueError(f"row {row['id']} answers {row['task_id']}, not a question of {tasks_dir}")
+        probe = span_copy.probe_of(row, tasks[row["task_id"]])
+        out.append(row if probe is None else shuffle_row(row, seed, probe["cue"]))
+    return out
+
+
+def make(parquet: Path, seed: int, out: Path, tasks_dir: Path | None = None) -> dict[str, int]:
+    """Write ``parquet`` to ``out`` with its probe rows (the questions of ``tasks_dir``) shuffled so that the cue's
+    clause moves; without ``tasks_dir``, every row whose target Observation is field clauses, in any order. The
+    counts of rows and of rows changed."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    tasks = {str(t["id"]): t for t in read_jsonl(tasks_dir / "tasks.jsonl")}
-    table = pq.read_table(str(probes))
-    rows, shuffled = [], 0
-    for row in table.to_pylist():
-        if row["task_id"] not in tasks:
-            raise ValueError(
-                f"{probes}: row {row['id']} answers {row['task_id']}, not a question of {tasks_dir}"
-            )
-        probe = span_copy.probe_of(row, tasks[row["task_id"]])
-        rows.append(row if probe is None else shuffle_row(row, probe, seed))
-        shuffled += probe is not None
+    table = pq.read_table(str(parquet))
+    rows = table.to_pylist()
+    new = _shuffled_rows(rows, seed, tasks_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), str(tmp))
+    pq.write_table(pa.Table.from_pylist(new, schema=table.schema), str(tmp))
     tmp.replace(out)
-    return shuffled
+    return {"rows": len(rows), "shuffled": sum(a is not b for a, b in zip(rows, new, strict=True))}
 
 
 def follows(written: str, probe: dict[str, Any], fixed: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("make", help="the probes with their Observation's clauses shuffled")
-    m.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet on the set")
-    m.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
+    m.add_argument("--probes", type=Path, required=True, help="the teacher's SFT parquet (on the set)")
+    m.add_argument("--tasks", type=Path, help="the set's folder (its tasks.jsonl): shuffle its probes")
+    m.add_argument("--all-rows", action="store_true", help="shuffle every row in field clauses, any order")
     m.add_argument("--seed", type=int, required=True)
     m.add_argument("--out", type=Path, required=True)
     f = sub.add_parser("follow", help="which clause each run's span follows on the shuffled probes")
@@ -184,8 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--json", type=Path, help="write the figures here")
     args = p.parse_args(argv)
     if args.command == "make":
-        n = make(args.probes, args.tasks, args.seed, args.out)
-        print(json.dumps({"out": str(args.out), "probes shuffled": n}))
+        if args.all_rows == (args.tasks is not None):
+            p.error("make takes --tasks (its probes) or --all-rows (every row), one of the two")
+        counts = make(args.probes, args.seed, args.out, None if args.all_rows else args.tasks)
+        print(json.dumps({"out": str(args.out), **counts}))
         return 0
     load = span_copy.load_probes
     res = follow(args.run, load(args.probes, args.tasks), load(args.fixed, args.tasks))

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.clause_shuffle import FOLLOWS, main, shuffled_observation
+from recipes.testbed.clause_shuffle import FOLLOWS, main, shuffled_observation, target_observation
 from recipes.testbed.field_clauses import field_spans
 from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.span_copy import load_probes
@@ -116,3 +116,36 @@ def test_follow_says_which_clause_each_span_copies(teacher, tmp_path: Path, caps
     main(["follow", "--run", f"a={tmp_path / 'r'}", "--probes", str(fixed), "--fixed", str(fixed), "--tasks",
           str(tasks), "--json", str(out_json)])  # fmt: skip
     assert json.loads(out_json.read_text())["rows"]["a"]["the cue's old place"] == 0
+
+
+def test_all_rows_shuffles_every_field_clause_observation_in_any_order(
+    teacher, tmp_path: Path, capsys
+) -> None:
+    fixed, _ = teacher
+    out = tmp_path / "rows.parquet"
+    assert main(["make", "--probes", str(fixed), "--all-rows", "--seed", "1", "--out", str(out)]) == 0
+    old, new = (pq.read_table(str(p)).to_pylist() for p in (fixed, out))
+    changed = fields = 0
+    for a, b in zip(old, new, strict=True):
+        before, after = (json.loads(_reply(r)) for r in (a, b))
+        assert target_observation(b) == after["observation"]
+        assert {k: v for k, v in before.items() if k != "observation"} == {
+            k: v for k, v in after.items() if k != "observation"
+        }
+        clauses = before["observation"].split(", ")
+        if len(_spans(before["observation"])) == len(clauses) > 1:  # field clauses: the same, in some order
+            assert sorted(after["observation"].split(", ")) == sorted(clauses)
+            changed += after["observation"] != before["observation"]
+            fields += 1
+        else:  # "none", or any Observation that is not field clauses, is left
+            assert a == b
+    assert changed > len(old) // 3
+    counts = json.loads(capsys.readouterr().out)
+    assert (counts["rows"], counts["shuffled"]) == (len(old), fields)
+    for both_or_neither in ([], ["--tasks", str(tmp_path), "--all-rows"]):
+        with pytest.raises(SystemExit):
+            main(["make", "--probes", str(fixed), "--seed", "1", "--out", str(out), *both_or_neither])
+
+
+def _reply(row: dict) -> str:
+    return json.loads(row["messages"])[-1]["content"][0]["text"]
