@@ -43,8 +43,8 @@ from envs.jsonl import read_jsonl, write_atomic
 from recipes.testbed import span_copy
 from recipes.testbed.analysis import t_interval
 from recipes.testbed.cli_args import labelled
-from recipes.testbed.field_choice import written_pairs
 from recipes.testbed.field_clauses import chosen_field, field_spans
+from recipes.testbed.field_grid import written_pairs
 
 FOLLOWS = ("the cue's colour", "the cue's old place", "another field", "not a field")
 

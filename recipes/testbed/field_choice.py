@@ -39,7 +39,7 @@ from recipes.testbed import span_copy
 from recipes.testbed.analysis import t_interval
 from recipes.testbed.cli_args import labelled
 from recipes.testbed.field_clauses import chosen_field, field_spans
-from recipes.testbed.field_grid import WRITTEN
+from recipes.testbed.field_grid import written_pairs
 
 NOT_A_FIELD = ("other numbers", "no span")
 KINDS = ("clause", "time")
@@ -170,16 +170,6 @@ def figure(res: dict[str, Any], path: Path, title: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def written_pairs(run: Path, by_id: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """``run``'s written turns (``RUN/field_probe.json``), each with its probe from ``by_id``; a ValueError when some
-    row is not one of those probes."""
-    rows = json.loads((run / WRITTEN).read_text())["rows"]
-    missing = [r["id"] for r in rows if r["id"] not in by_id]
-    if missing:
-        raise ValueError(f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})")
-    return [(r["written"], by_id[r["id"]]) for r in rows]
 
 
 def read_runs(

@@ -31,7 +31,6 @@ from typing import Any
 from omniagent.backends.synth_compact import parse_compact
 from recipes.testbed import field_grid, span_copy
 from recipes.testbed.cli_args import labelled
-from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.search_step import span_match
 
 SOURCES = ("the cue's field", "another colour's field", "other numbers", "no span")
@@ -104,8 +103,7 @@ def sources_table(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]
     by_id = {p["id"]: p for p in probes}
     written = {"teacher": [(p["reply"], p) for p in probes]}
     for name, run in runs:
-        rows = json.loads((run / WRITTEN).read_text())["rows"]
-        written[name] = [(r["written"], by_id[r["id"]]) for r in rows]
+        written[name] = field_grid.written_pairs(run, by_id)
     lines = ["| run | turns | " + " | ".join(SOURCES) + " |", "| --- " * (2 + len(SOURCES)) + "|"]
     for name, pairs in written.items():
         found = [span_source(w, p) for w, p in pairs]

@@ -40,6 +40,16 @@ WRITTEN = "field_probe.json"  # each run's turns, written by ``span_copy measure
 SCORED = "field.json"  # each run's turns scored by ``score``
 
 
+def written_pairs(run: Path, by_id: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """``run``'s written turns (``RUN/field_probe.json``), each with its probe from ``by_id``; a ValueError when some
+    row is not one of those probes."""
+    rows = json.loads((run / WRITTEN).read_text())["rows"]
+    missing = [r["id"] for r in rows if r["id"] not in by_id]
+    if missing:
+        raise ValueError(f"{run / WRITTEN}: {len(missing)} rows are not these probes (first {missing[0]})")
+    return [(r["written"], by_id[r["id"]]) for r in rows]
+
+
 def written_spans(thoughts: Iterable[str]) -> Counter[str]:
     """How often each span (``15-30``) leads the Thoughts (``-``: a Thought that leads with none)."""
     return Counter(f"{m.group(2)}-{m.group(3)}" if (m := span_match(t)) else "-" for t in thoughts)
