@@ -93,12 +93,6 @@ def _target(messages: list[dict[str, Any]], row_id: str) -> tuple[dict[str, Any]
     return parts[0], "text"
 
 
-def target_observation(row: dict[str, Any]) -> str:
-    """The Observation of ``row``'s target reply."""
-    holder, key = _target(json.loads(row["messages"]), row["id"])
-    return span_copy.observation_of(holder[key])
-
-
 def shuffle_row(row: dict[str, Any], seed: int, cue: str | None) -> dict[str, Any]:
     """``row`` with its target reply's Observation in a new order (:func:`shuffled_observation`), drawn from ``seed``
     and the row's id. Only the target reply changes."""
@@ -113,7 +107,7 @@ def shuffle_row(row: dict[str, Any], seed: int, cue: str | None) -> dict[str, An
 def _shuffled_rows(rows: list[dict[str, Any]], seed: int, tasks_dir: Path | None) -> list[dict[str, Any]]:
     if tasks_dir is None:  # every row in field clauses, any order
         return [
-            shuffle_row(r, seed, None) if len(field_clauses(target_observation(r)) or ()) > 1 else r
+            shuffle_row(r, seed, None) if len(field_clauses(span_copy.observation_of_row(r)) or ()) > 1 else r
             for r in rows
         ]
     tasks = {str(t["id"]): t for t in read_jsonl(tasks_dir / "tasks.jsonl")}

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.clause_shuffle import FOLLOWS, main, shuffled_observation, target_observation
+from recipes.testbed.clause_shuffle import FOLLOWS, main, shuffled_observation
 from recipes.testbed.field_clauses import field_spans
 from recipes.testbed.field_grid import WRITTEN
-from recipes.testbed.span_copy import load_probes
+from recipes.testbed.span_copy import load_probes, observation_of_row
 
 OBSERVATION = "red 8-34, yellow 42-60, green 25-51, blue 0-17"
 
@@ -128,7 +128,7 @@ def test_all_rows_shuffles_every_field_clause_observation_in_any_order(
     changed = fields = 0
     for a, b in zip(old, new, strict=True):
         before, after = (json.loads(_reply(r)) for r in (a, b))
-        assert target_observation(b) == after["observation"]
+        assert observation_of_row(b) == after["observation"]
         assert {k: v for k, v in before.items() if k != "observation"} == {
             k: v for k, v in after.items() if k != "observation"
         }
