@@ -22,7 +22,11 @@ For each run the command prints, over its probes:
 A NAME given twice pools its runs' turns (one seed at two lengths, say). With two names or more, a last row gives each
 name's *lean* (the mean over its wrong-field choices of neighbour − chance, in clause order and in time) and its mean
 with the t-interval over names (``analysis.t_interval``); a name with no wrong-field choice has no lean and is left out
-of the t, and the row says so. ``--json`` writes the leans, ``--figure`` draws them.
+of the t, and the row says so. A third row gives each name's *cue lean*: over its choices of a field, the share that
+are the cue's minus the share a field at random would give (``1 / fields`` per probe), with the same t. ``--json``
+writes the leans, ``--figure`` draws the two neighbour leans and ``--cue-figure`` the cue lean. ``--base JSON``, an
+earlier ``--json`` of the same names (the same seeds at fewer steps, say), adds each name's cue lean minus its base
+one, with the t over the names both hold.
 """
 
 from __future__ import annotations
@@ -99,13 +103,33 @@ def lean(records: list[dict[str, Any]], kind: str) -> float | None:
     return sum(r[f"{kind} neighbour"] - r[f"{kind} chance"] for r in wrong) / len(wrong)
 
 
+def cue_lean(records: list[dict[str, Any]]) -> float | None:
+    """The mean over ``records``' choices of a field of (the cue's field chosen − 1 / the probe's fields): how far the
+    cue's share of the field choices stands above a field at random; None when no choice is a field."""
+    picked = [r for r in records if isinstance(r["chosen rank"], int)]
+    if not picked:
+        return None
+    return sum((r["chosen"] == r["cue"]) - 1 / r["fields"] for r in picked) / len(picked)
+
+
+def _with_t(each: dict[str, float | None]) -> dict[str, Any]:
+    return {"per_run": each, "t": t_interval([v for v in each.values() if v is not None])}
+
+
 def leans(per_run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Per kind: each name's lean, and the t-interval over the names that have one."""
-    out: dict[str, Any] = {}
-    for kind in KINDS:
-        each = {name: lean(recs, kind) for name, recs in per_run.items()}
-        out[kind] = {"per_run": each, "t": t_interval([v for v in each.values() if v is not None])}
+    """Per kind (the two neighbour leans and ``cue``): each name's lean, and the t-interval over the names that have
+    one."""
+    out = {kind: _with_t({name: lean(recs, kind) for name, recs in per_run.items()}) for kind in KINDS}
+    out["cue"] = _with_t({name: cue_lean(recs) for name, recs in per_run.items()})
     return out
+
+
+def cue_change(res: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """Each name's cue lean in ``res`` minus its cue lean in ``base`` (two :func:`leans` results), with the t over the
+    names that have both; a name ``base`` lacks has no change."""
+    now, then = res["cue"]["per_run"], base["cue"]["per_run"]
+    each = {n: None if v is None or then.get(n) is None else v - then[n] for n, v in now.items()}
+    return _with_t(each)
 
 
 def _summary(name: str, records: list[dict[str, Any]]) -> str:
@@ -131,40 +155,50 @@ def _field_row(name: str, records: list[dict[str, Any]]) -> str:
     return f"| {name} | {len(picked)} | {own:.3f} | {first:.3f} (chance {chance:.3f}) |"
 
 
+LEAN_LABELS = {
+    "clause": "clause neighbour − chance",
+    "time": "time neighbour − chance",
+    "cue": "the cue's share − chance",
+    "cue change": "the cue's share, minus base",
+}
+
+
 def _lean_rows(res: dict[str, Any]) -> list[str]:
-    lines = ["| lean (neighbour − chance) | per run | mean [t 95%] | p |", "| --- " * 4 + "|"]
-    for kind in KINDS:
+    lines = ["| lean | per run | mean [t 95%] | p |", "| --- " * 4 + "|"]
+    for kind in [k for k in LEAN_LABELS if k in res]:
         each, t = res[kind]["per_run"], res[kind]["t"]
         values = ", ".join(f"{n} {'—' if v is None else f'{v:+.3f}'}" for n, v in each.items())
         if t["n"] < 2:
-            lines.append(f"| {kind} | {values} | — (fewer than two runs with a lean) | — |")
+            lines.append(f"| {LEAN_LABELS[kind]} | {values} | — (fewer than two runs with a lean) | — |")
             continue
         lines.append(
-            f"| {kind} | {values} | {t['mean']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}] | {t['p']:.3f} |"
+            f"| {LEAN_LABELS[kind]} | {values} | {t['mean']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}] | {t['p']:.3f} |"
         )
     return lines
 
 
-def figure(res: dict[str, Any], path: Path, title: str) -> None:
-    """Each name's lean in clause order and in time, with the mean over names and its t-interval."""
+def figure(res: dict[str, Any], path: Path, title: str, kinds: Sequence[str] = KINDS) -> None:
+    """Each name's leans of ``kinds``, with the mean over names and its t-interval."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    for i, kind in enumerate(KINDS):
+    for i, kind in enumerate(kinds):
         each, t = res[kind]["per_run"], res[kind]["t"]
-        xs = [j + (i - 0.5) * 0.2 for j in range(len(each))]
+        shift = (i - (len(kinds) - 1) / 2) * 0.2
+        xs = [j + shift for j in range(len(each))]
         ax.plot(xs, [float("nan") if v is None else v for v in each.values()], "o", color=f"C{i}",
-                label=f"{kind} neighbour − chance")  # fmt: skip
+                label=LEAN_LABELS[kind])  # fmt: skip
         if t["n"] >= 2:
-            ax.errorbar([len(each) + (i - 0.5) * 0.2], [t["mean"]], fmt="s", color=f"C{i}", capsize=3,
+            ax.errorbar([len(each) + shift], [t["mean"]], fmt="s", color=f"C{i}", capsize=3,
                         yerr=[[t["mean"] - t["lo"]], [t["hi"] - t["mean"]]])  # fmt: skip
-    names = list(res[KINDS[0]]["per_run"])
+    names = list(res[kinds[0]]["per_run"])
     ax.set_xticks(range(len(names) + 1), [*names, "mean [t 95%]"])
     ax.axhline(0, color="k", lw=1)
-    ax.set(ylabel="share of wrong-field choices", title=title)
+    ylabel = "share of field choices − chance" if "cue" in kinds else "share of wrong-field choices"
+    ax.set(ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,15 +218,17 @@ def read_runs(
     return per_run
 
 
-def report(per_run: dict[str, list[dict[str, Any]]], probes: list[dict[str, Any]]) -> str:
-    """The markdown the command prints: the summary over names, their leans (two names or more), then each name's two
-    tables."""
+def report(
+    per_run: dict[str, list[dict[str, Any]]], probes: list[dict[str, Any]], res: dict[str, Any] | None = None
+) -> str:
+    """The markdown the command prints: the summary over names, their leans (``res``, :func:`leans`, when there are
+    two names or more), then each name's two tables."""
     spans = [field_spans(p["reply"]) for p in probes]
     colours = list(dict.fromkeys(c for fields in spans for c in fields))
     head = "| run | turns | another colour's field | its clause neighbour | its time neighbour |"
     lines = [head, "| --- " * 5 + "|"] + [_summary(n, recs) for n, recs in per_run.items()]
     if len(per_run) >= 2:
-        lines += ["", *_lean_rows(leans(per_run))]
+        lines += ["", *_lean_rows(res if res is not None else leans(per_run))]
     lines += ["", "| run | choices of a field | the cue's | the earliest in time |", "| --- " * 4 + "|"]
     lines += [_field_row(n, recs) for n, recs in per_run.items()]
     n_ranks = max(map(len, spans), default=0)
@@ -214,17 +250,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--tasks", type=Path, required=True, help="the set's folder (its tasks.jsonl)")
     p.add_argument("--json", type=Path, help="write each name's leans and their t-interval here")
-    p.add_argument("--figure", type=Path, help="draw each name's leans here (PNG)")
+    p.add_argument("--figure", type=Path, help="draw each name's neighbour leans here (PNG)")
     p.add_argument("--title", default="wrong-field choices: the cue's neighbour, minus chance")
+    p.add_argument("--cue-figure", type=Path, help="draw each name's cue lean here (PNG)")
+    p.add_argument("--cue-title", default="field choices: the cue's share, minus chance")
+    p.add_argument("--base", type=Path, help="an earlier --json of the same names: add the cue lean's change")
     args = p.parse_args(argv)
     probes = span_copy.load_probes(args.probes, args.tasks)
     per_run = read_runs(args.run, probes)
-    print(report(per_run, probes))
+    res = leans(per_run)
+    if args.base:
+        res["cue change"] = cue_change(res, json.loads(args.base.read_text()))
+    print(report(per_run, probes, res))
     if args.json:
         counts = {n: sum("clause neighbour" in r for r in recs) for n, recs in per_run.items()}
-        write_atomic(args.json, json.dumps({"wrong-field choices": counts, **leans(per_run)}, indent=1))
+        write_atomic(args.json, json.dumps({"wrong-field choices": counts, **res}, indent=1))
     if args.figure:
-        figure(leans(per_run), args.figure, args.title)
+        figure(res, args.figure, args.title)
+    if args.cue_figure:
+        figure(res, args.cue_figure, args.cue_title, kinds=("cue",))
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from testkit import search_teacher_parquet
 
-from recipes.testbed.field_choice import choices, lean, leans, main, report, time_ranks
+from recipes.testbed.field_choice import choices, cue_change, cue_lean, lean, leans, main, report, time_ranks
 from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import WRITTEN
 from recipes.testbed.search_step import span_match
@@ -169,5 +169,80 @@ def test_a_name_given_twice_pools_its_runs_and_two_names_get_a_t(tmp_path: Path,
     assert got["clause"]["per_run"]["a"] == pytest.approx(sum(expected) / len(expected))
     assert got["clause"]["per_run"]["a"] > 0  # every wrong copy of "a" is a clause neighbour
     assert got["wrong-field choices"]["a"] == len(expected)
-    assert "| clause | a +" in capsys.readouterr().out
+    assert "| clause neighbour − chance | a +" in capsys.readouterr().out
     assert (tmp_path / "l.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_cue_lean_is_the_cues_share_of_field_choices_over_chance() -> None:
+    probe = _probe("blue")  # four fields: a field at random is the cue's a quarter of the time
+    three = _probe("blue", "red 8-34, green 25-51, blue 0-17")  # three fields: a third
+    recs = choices(
+        [
+            (_written(probe, t), probe)
+            for t in ("blue 0-17.", "blue 0-17.", "blue 25-51.", "blue 1-2.", "look.")
+        ]
+        + [(_written(three, "blue 0-17."), three)]
+    )
+    # four field choices (other numbers and no span are not): three are the cue's
+    assert cue_lean(recs) == pytest.approx((3 * 1 + 0) / 4 - (3 * 0.25 + 1 / 3) / 4)
+    assert cue_lean(recs[3:5]) is None
+    assert cue_lean(recs[2:3]) == pytest.approx(-0.25)
+    res = leans(
+        {"a": recs, "b": recs[2:3], "none": recs[3:5], "new": recs, "was none": recs, "lost": recs[3:5]}
+    )
+    assert res["cue"]["per_run"]["none"] is None and res["cue"]["t"]["n"] == 4
+    base = leans({"a": recs[2:3], "b": recs[:1], "c": recs, "was none": recs[3:5], "lost": recs})
+    change = cue_change(res, base)["per_run"]
+    # a name the base lacks, or without a lean on either side, has no change
+    assert change == {
+        "a": pytest.approx(cue_lean(recs) + 0.25),
+        "b": pytest.approx(-1.0),
+        "none": None,
+        "new": None,
+        "was none": None,
+        "lost": None,
+    }
+    assert cue_change(res, base)["t"]["mean"] == pytest.approx((cue_lean(recs) + 0.25 - 1.0) / 2)
+
+
+def test_the_command_writes_the_cue_lean_and_its_change_from_a_base(tmp_path: Path, capsys) -> None:
+    from envs.synth import generate_benchmark
+
+    generate_benchmark(
+        tmp_path / "set", seed=16, n_videos=2, durations=[60.0], config={"level": "search"}, split="test"
+    )
+    fields = search_teacher_parquet(tmp_path / "set", tmp_path / "fields", field_clauses=True)
+    probes = load_probes(fields, tmp_path / "set")
+    for name, right in (("a", 1), ("b", 0)):  # a: every span the cue's; b: every span another field's
+        rows = []
+        for p in probes:
+            spans = field_spans(p["reply"])
+            colour = p["cue"] if right else next(c for c in spans if spans[c] != spans[p["cue"]])
+            rows.append({"id": p["id"], "written": _written(p, f"{p['cue']} {'-'.join(spans[colour])}.")})
+        (tmp_path / name).mkdir()
+        (tmp_path / name / WRITTEN).write_text(json.dumps({"rows": rows}))
+    chance = sum(1 / len(field_spans(p["reply"])) for p in probes) / len(probes)
+    common = ["--probes", str(fields), "--tasks", str(tmp_path / "set")]
+    ab = ["--run", f"s0={tmp_path / 'a'}", "--run", f"s1={tmp_path / 'b'}"]
+    assert main([*ab, *common, "--json", str(tmp_path / "then.json")]) == 0
+    then = json.loads((tmp_path / "then.json").read_text())["cue"]
+    assert then["per_run"] == {"s0": pytest.approx(1 - chance), "s1": pytest.approx(-chance)}
+    capsys.readouterr()
+    ba = ["--run", f"s0={tmp_path / 'b'}", "--run", f"s1={tmp_path / 'a'}"]
+    out_json, png = tmp_path / "now.json", tmp_path / "cue.png"
+    args = [
+        *ba,
+        *common,
+        "--base",
+        str(tmp_path / "then.json"),
+        "--json",
+        str(out_json),
+        "--cue-figure",
+        str(png),
+    ]
+    assert main(args) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "minus base" in line)
+    assert row.startswith("| the cue's share, minus base | s0 -1.000, s1 +1.000 | +0.000 [")
+    now = json.loads(out_json.read_text())
+    assert now["cue change"]["per_run"] == {"s0": pytest.approx(-1.0), "s1": pytest.approx(1.0)}
+    assert png.read_bytes()[:4] == b"\x89PNG"
