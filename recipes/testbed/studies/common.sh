@@ -44,3 +44,15 @@ fresh_field_set() {
     python -m recipes.testbed --out $out/fresh_teacher --data $out/fresh_data --field-clauses 1 --n-samples 1 \
         --seed 0 --stages synth export
 }
+
+# measure_orders RUN ARM TRAIN: the model RUN's turns on a fresh set's probes ($SET) in the teacher's fixed clause order
+# ($FIXED) into $OUT/ARM/ and shuffled ($SHUFFLED, clause_shuffle make) into $OUT/ARMx/ (ARM holds the seed:
+# shuf3600_s0), once each; TRAIN, the model's rows, marks the probes they hold.
+measure_orders() {
+    local fixed=$OUT/$2 shuffled=$OUT/${2%_s*}x_s${2##*_s}
+    mkdir -p $fixed $shuffled
+    [ -e $fixed/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $FIXED \
+        --tasks $SET --train $3 --out $fixed/field_probe.json >> $1.log 2>&1
+    [ -e $shuffled/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $SHUFFLED \
+        --tasks $SET --train $3 --out $shuffled/field_probe.json >> $1.log 2>&1
+}

@@ -33,30 +33,19 @@ fresh_field_set 5329  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fr
 [ -e $SHUFFLED ] || python -m recipes.testbed.clause_shuffle make --probes $FIXED --tasks $SET --seed 0 \
     --out $SHUFFLED | tee $OUT/shuffled.log
 
-# measure RUN ARM TRAIN: the model RUN's turns on the fixed-order probes into $OUT/ARM/, on the shuffled ones into
-# $OUT/ARMx/ (ARM holds the seed: shuf3600_s0), once each; TRAIN, its rows, marks the probes they hold
-measure() {
-    local fixed=$OUT/$2 shuffled=$OUT/${2%_s*}x_s${2##*_s}
-    mkdir -p $fixed $shuffled
-    [ -e $fixed/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $FIXED \
-        --tasks $SET --train $3 --out $fixed/field_probe.json >> $1.log 2>&1
-    [ -e $shuffled/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $SHUFFLED \
-        --tasks $SET --train $3 --out $shuffled/field_probe.json >> $1.log 2>&1
-}
-
 # stage SEED STEPS FROM: seed SEED's warm-up on the shuffled rows to STEPS steps, going on from the FROM folder's kept
 # state, measured in both orders
 stage() {
     local run=$OUT/shuf$2_s$1
     [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init --data $ROWS \
         --seed $1 --steps $2 --keep-state --start-from $3 --out $run >> $run.log 2>&1
-    measure $run shuf$2_s$1 $ROWS
+    measure_orders $run shuf$2_s$1 $ROWS
 }
 chain() {
     copy_model $PREV/shufrows3600_s$1 $OUT/shuf3600_s$1
-    measure $OUT/shuf3600_s$1 shuf3600_s$1 $ROWS
+    measure_orders $OUT/shuf3600_s$1 shuf3600_s$1 $ROWS
     copy_model $WIDE_LONG/at7200_s$1 $OUT/fixed7200_s$1
-    measure $OUT/fixed7200_s$1 fixed7200_s$1 runs/testbed/wide_step/steps.parquet
+    measure_orders $OUT/fixed7200_s$1 fixed7200_s$1 runs/testbed/wide_step/steps.parquet
     stage $1 5400 $PREV/shufrows3600_s$1
     stage $1 7200 $OUT/shuf5400_s$1
 }

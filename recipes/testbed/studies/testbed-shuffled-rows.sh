@@ -36,17 +36,6 @@ fresh_field_set 5328  # common.sh: SET, linked as $OUT/fresh_data/train; $OUT/fr
 [ -e $SHUFFLED ] || python -m recipes.testbed.clause_shuffle make --probes $FIXED --tasks $SET --seed 0 \
     --out $SHUFFLED | tee $OUT/shuffled.log
 
-# measure RUN ARM TRAIN: the model RUN's turns on the fixed-order probes into $OUT/ARM/, on the shuffled ones into
-# $OUT/ARMx/ (ARM holds the seed: fixedrows_s0), once each; TRAIN, its rows, marks the probes they hold
-measure() {
-    local fixed=$OUT/$2 shuffled=$OUT/${2%_s*}x_s${2##*_s}
-    mkdir -p $fixed $shuffled
-    [ -e $fixed/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $FIXED \
-        --tasks $SET --train $3 --out $fixed/field_probe.json >> $1.log 2>&1
-    [ -e $shuffled/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $SHUFFLED \
-        --tasks $SET --train $3 --out $shuffled/field_probe.json >> $1.log 2>&1
-}
-
 # stage SEED STEPS [FROM]: seed SEED's warm-up on the shuffled rows to STEPS steps (going on from the FROM folder's
 # kept state), measured in both orders
 stage() {
@@ -54,11 +43,11 @@ stage() {
     [ -z "${3:-}" ] || from=(--start-from $3)
     [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init --data $ROWS \
         --seed $1 --steps $2 --keep-state "${from[@]}" --out $run >> $run.log 2>&1
-    measure $run shufrows$2_s$1 $ROWS
+    measure_orders $run shufrows$2_s$1 $ROWS
 }
 chain() {
     copy_model $WIDE_LONG/at3600_s$1 $OUT/fixedrows_s$1
-    measure $OUT/fixedrows_s$1 fixedrows_s$1 $WIDE
+    measure_orders $OUT/fixedrows_s$1 fixedrows_s$1 $WIDE
     stage $1 1200
     stage $1 2400 $OUT/shufrows1200_s$1
     stage $1 3600 $OUT/shufrows2400_s$1
