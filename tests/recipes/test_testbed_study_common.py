@@ -100,3 +100,35 @@ def test_fresh_field_set_defaults_to_out_and_makes_a_missing_set(tmp_path: Path)
     # neither a folder nor OUT: the script stops, naming OUT
     bare = _bash(_RECORD_PYTHON + "unset OUT; fresh_field_set 8", tmp_path)
     assert bare.returncode != 0 and "OUT" in bare.stderr
+
+
+def test_measure_orders_runs_each_order_once_into_the_seeds_two_folders(tmp_path: Path) -> None:
+    # a stand-in python on PATH records each call and writes the file its --out names
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> calls.txt\nwhile [ $# -gt 0 ]; do '
+                    '[ "$1" = --out ] && echo "{}" > "$2"; shift; done\n')  # fmt: skip
+    fake.chmod(0o755)
+    setup = f"export PATH={bin_dir}:$PATH; OUT=out FIXED=fixed.parquet SHUFFLED=shuffled.parquet SET=set_5329"
+    (tmp_path / "runs").mkdir()  # the models' folders, where each call's log goes
+    _probes(tmp_path / "out" / "shuf3600_s4", '{"rows": [1]}')  # the fixed order is done already
+    r = _bash(f"{setup}; measure_orders runs/shuf3600_s4 shuf3600_s4 rows.parquet", tmp_path)
+    assert r.returncode == 0, r.stderr
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert calls == [
+        "-m recipes.testbed.span_copy measure --model runs/shuf3600_s4 --probes shuffled.parquet --tasks set_5329 "
+        "--train rows.parquet --out out/shuf3600x_s4/field_probe.json"
+    ]
+    assert (tmp_path / "out" / "shuf3600_s4" / "field_probe.json").read_text() == '{"rows": [1]}'
+    r = _bash(f"{setup}; measure_orders runs/shuf3600_s4 shuf3600_s4 rows.parquet", tmp_path)
+    assert (
+        r.returncode == 0 and len((tmp_path / "calls.txt").read_text().splitlines()) == 1
+    )  # nothing left to do
+    r = _bash(f"{setup}; measure_orders runs/fixed7200_s0 fixed7200_s0 wide.parquet", tmp_path)
+    calls = (tmp_path / "calls.txt").read_text().splitlines()[1:]
+    assert [c.split(" --probes ")[1].split()[0] for c in calls] == ["fixed.parquet", "shuffled.parquet"]
+    assert [c.split(" --out ")[1] for c in calls] == [
+        "out/fixed7200_s0/field_probe.json",
+        "out/fixed7200x_s0/field_probe.json",
+    ]
