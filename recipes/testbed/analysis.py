@@ -49,6 +49,11 @@ def t_interval(values: list[float]) -> dict[str, Any]:
             "t": float(res.statistic), "p": float(res.pvalue)}  # fmt: skip
 
 
+def t_over_runs(each: dict[str, float | None]) -> dict[str, Any]:
+    """Each run's value (None: the run has none) beside the :func:`t_interval` over the runs that have one."""
+    return {"per_run": each, "t": t_interval([v for v in each.values() if v is not None])}
+
+
 def per_video_diff(a: dict, b: dict) -> dict[str, float]:
     """video -> mean over its questions of a - b (questions both scored)."""
     by: dict[str, list[float]] = {}

@@ -40,9 +40,10 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from envs.messages import message_text
-from recipes.testbed.analysis import t_interval
+from recipes.testbed.analysis import t_over_runs
 from recipes.testbed.cli_args import labelled
 from recipes.testbed.field_choice import choices, cue_lean, figure
+from recipes.testbed.probe_analysis import end_loss
 
 COLOURS = ("red", "yellow", "green", "blue")
 QUESTIONS = (
@@ -129,7 +130,8 @@ def run_choices(run: Path, probes: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 
 def analyse(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per run: its turns, exact copies, field choices and cue lean; the cue lean's t-interval over the runs."""
+    """Per run: its turns, exact copies, field choices, cue lean and end loss (its warm-up's last 100 steps; None
+    without a loss curve); the cue lean's t-interval over the runs."""
     per_run: dict[str, Any] = {}
     for name, run in runs:
         recs = run_choices(run, probes)
@@ -139,19 +141,23 @@ def analyse(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> d
             "exact copy": sum(r["chosen"] == r["cue"] for r in recs) / len(recs),
             "field choices": len(picked),
             "cue lean": cue_lean(recs),
+            "end loss": end_loss(run),
         }
     leans = {n: r["cue lean"] for n, r in per_run.items()}
     return {
         "per_run": per_run,
-        "cue": {"per_run": leans, "t": t_interval([v for v in leans.values() if v is not None])},
+        "cue": t_over_runs(leans),
     }
 
 
 def report(res: dict[str, Any]) -> str:
-    lines = ["| run | turns | exact copy | field choices | cue lean |", "| --- " * 5 + "|"]
+    lines = ["| run | turns | exact copy | field choices | cue lean | end loss |", "| --- " * 6 + "|"]
     for name, r in res["per_run"].items():
         lean = "—" if r["cue lean"] is None else f"{r['cue lean']:+.3f}"
-        lines.append(f"| {name} | {r['turns']} | {r['exact copy']:.3f} | {r['field choices']} | {lean} |")
+        loss = "—" if r.get("end loss") is None else f"{r['end loss']:.3f}"
+        lines.append(
+            f"| {name} | {r['turns']} | {r['exact copy']:.3f} | {r['field choices']} | {lean} | {loss} |"
+        )
     t = res["cue"]["t"]
     if t["n"] >= 2:
         lines += [
@@ -174,7 +180,7 @@ def contrast(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             other = b["per_run"].get(name)
             if other is not None and row[key] is not None and other[key] is not None:
                 each[name] = row[key] - other[key]
-        out[key] = {"per_run": each, "t": t_interval(list(each.values()))}
+        out[key] = t_over_runs(each)
     return out
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from envs.jsonl import write_atomic
 from recipes.testbed import span_copy
-from recipes.testbed.analysis import t_interval
+from recipes.testbed.analysis import t_over_runs
 from recipes.testbed.cli_args import labelled
 from recipes.testbed.field_clauses import chosen_field, field_spans
 from recipes.testbed.field_grid import written_pairs
@@ -112,15 +112,11 @@ def cue_lean(records: list[dict[str, Any]]) -> float | None:
     return sum((r["chosen"] == r["cue"]) - 1 / r["fields"] for r in picked) / len(picked)
 
 
-def _with_t(each: dict[str, float | None]) -> dict[str, Any]:
-    return {"per_run": each, "t": t_interval([v for v in each.values() if v is not None])}
-
-
 def leans(per_run: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Per kind (the two neighbour leans and ``cue``): each name's lean, and the t-interval over the names that have
     one."""
-    out = {kind: _with_t({name: lean(recs, kind) for name, recs in per_run.items()}) for kind in KINDS}
-    out["cue"] = _with_t({name: cue_lean(recs) for name, recs in per_run.items()})
+    out = {kind: t_over_runs({name: lean(recs, kind) for name, recs in per_run.items()}) for kind in KINDS}
+    out["cue"] = t_over_runs({name: cue_lean(recs) for name, recs in per_run.items()})
     return out
 
 
@@ -129,7 +125,7 @@ def cue_change(res: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     names that have both; a name ``base`` lacks has no change."""
     now, then = res["cue"]["per_run"], base["cue"]["per_run"]
     each = {n: None if v is None or then.get(n) is None else v - then[n] for n, v in now.items()}
-    return _with_t(each)
+    return t_over_runs(each)
 
 
 def _summary(name: str, records: list[dict[str, Any]]) -> str:

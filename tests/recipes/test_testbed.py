@@ -127,6 +127,15 @@ def test_paired_t_over_seeds_holm_and_power() -> None:
     assert 4.0 < two < 20.0 and analysis.detectable(0.5, 2) == pytest.approx(two / 2, rel=1e-3)
 
 
+def test_t_over_runs_keeps_every_run_and_tests_those_with_a_value() -> None:
+    each = {"s0": 0.1, "s1": None, "s2": 0.3, "s3": 0.2}
+    out = analysis.t_over_runs(each)
+    assert out["per_run"] == each  # the run without a value is kept, as None
+    assert out["t"] == analysis.t_interval([0.1, 0.3, 0.2])
+    assert out["t"]["n"] == 3 and out["t"]["mean"] == pytest.approx(0.2)
+    assert analysis.t_over_runs({"s0": None})["t"] == {"n": 0, "mean": None}
+
+
 def test_the_two_level_bootstrap_resamples_seeds_then_videos() -> None:
     rng = np.random.default_rng(0)
     spread = [

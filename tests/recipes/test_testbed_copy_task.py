@@ -115,13 +115,24 @@ def test_the_analysis_counts_exact_copies_and_the_cue_lean_per_run(tmp_path: Pat
         (tmp_path / name).mkdir()
         rows = [_written(p, c) for p, c in zip(probes, colours, strict=True)]
         (tmp_path / name / WRITTEN).write_text(json.dumps({"rows": rows}))
+    # b's warm-up left its loss curve: the end loss is the mean of its last 100 steps
+    (tmp_path / "b" / "warmup_loss.json").write_text(
+        json.dumps({"loss": [9.0] * 50 + [0.5] * 50 + [0.3] * 50})
+    )
     res = analyse([("a", tmp_path / "a"), ("b", tmp_path / "b")], probes)
-    assert res["per_run"]["a"] == {"turns": 8, "exact copy": 1.0, "field choices": 8, "cue lean": 0.75}
+    assert res["per_run"]["a"] == {
+        "turns": 8,
+        "exact copy": 1.0,
+        "field choices": 8,
+        "cue lean": 0.75,
+        "end loss": None,
+    }
     assert res["per_run"]["b"] == {
         "turns": 8,
         "exact copy": 0.5,
         "field choices": 6,
         "cue lean": pytest.approx(4 / 6 - 0.25),
+        "end loss": pytest.approx(0.4),
     }
     assert res["cue"]["t"]["n"] == 2
     assert res["cue"]["t"]["mean"] == pytest.approx((0.75 + 4 / 6 - 0.25) / 2)
@@ -129,7 +140,8 @@ def test_the_analysis_counts_exact_copies_and_the_cue_lean_per_run(tmp_path: Pat
             str(tmp_path / "probes.parquet"), "--json", str(tmp_path / "r.json"), "--figure", str(tmp_path / "r.png")]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "| b | 8 | 0.500 | 6 | +0.417 |" in out and "cue lean over runs: +0.583" in out
+    assert "| a | 8 | 1.000 | 8 | +0.750 | — |" in out and "| b | 8 | 0.500 | 6 | +0.417 | 0.400 |" in out
+    assert "cue lean over runs: +0.583" in out
     assert json.loads((tmp_path / "r.json").read_text())["per_run"]["b"]["field choices"] == 6
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     # a run measured on other probes, or on only some of these, is refused

@@ -132,3 +132,14 @@ def test_measure_orders_runs_each_order_once_into_the_seeds_two_folders(tmp_path
         "out/fixed7200_s0/field_probe.json",
         "out/fixed7200x_s0/field_probe.json",
     ]
+
+
+def test_names_of_labels_one_run_a_seed_in_the_seeds_order(tmp_path: Path) -> None:
+    done = _bash("SEEDS=(3 0 4); names_of runs/x/arm1200", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == [
+        "--run s3=runs/x/arm1200_s3", "--run s0=runs/x/arm1200_s0", "--run s4=runs/x/arm1200_s4", "",
+    ]  # fmt: skip
+    # word-split as the scripts use it: one flag and one value per run
+    split = _bash('SEEDS=(1 2); printf "<%s>" $(names_of a)', tmp_path)
+    assert split.stdout == "<--run><s1=a_s1><--run><s2=a_s2>"

@@ -56,3 +56,6 @@ measure_orders() {
     [ -e $shuffled/field_probe.json ] || python -m recipes.testbed.span_copy measure --model $1 --probes $SHUFFLED \
         --tasks $SET --train $3 --out $shuffled/field_probe.json >> $1.log 2>&1
 }
+
+# names_of PREFIX: one labelled run a seed of $SEEDS for the analysis tools (--run s0=PREFIX_s0, one a line).
+names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }

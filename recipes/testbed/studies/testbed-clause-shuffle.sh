@@ -71,7 +71,6 @@ done
 
 # which clause each shuffled turn follows (the cue's colour or its old place), and each run's field choices in both
 # orders (the earliest field's share among them)
-names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }
 for ARM in 7200 3600 w256; do
     python -m recipes.testbed.clause_shuffle follow $(names_of $OUT/shuf$ARM) --probes $SHUFFLED --fixed $FIXED \
         --tasks $SET --json $OUT/follow_$ARM.json | tee $OUT/follow_$ARM.md

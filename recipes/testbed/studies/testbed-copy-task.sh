@@ -51,7 +51,6 @@ wait_all
 
 # the analysis: each arm at each length (exact copy, cue lean, the t over seeds); the primary (plain at 3,600 steps)
 # with its figure; spaced - plain, paired by seed
-names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }
 for ARM in "${ARMS[@]}"; do
     for N in 1200 2400 3600; do
         FIGURE=(); [ $ARM$N != plain3600 ] || FIGURE=(--figure docs/figures/testbed_copy_task.png)

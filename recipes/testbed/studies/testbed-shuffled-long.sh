@@ -57,7 +57,6 @@ wait_all
 
 # the primary: each seed's cue lean on the fixed-order probes at 7,200 steps (the cue's share of its field choices
 # minus chance), t over seeds, with the figure; the same at 3,600 and 5,400, the change from 3,600, the reference
-names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }
 for ARM in shuf3600 shuf5400 fixed7200; do
     python -m recipes.testbed.field_choice $(names_of $OUT/$ARM) --probes $FIXED --tasks $SET \
         --json $OUT/choice_$ARM.json > $OUT/choice_$ARM.md

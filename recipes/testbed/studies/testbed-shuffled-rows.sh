@@ -83,7 +83,6 @@ done
         python -m recipes.testbed.seed_contrast --a $OUT/${ARM}x --b $OUT/$ARM --seeds "${SEEDS[@]}"
     done
 } | tee $OUT/contrasts.md
-names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }
 for ARM in shufrows1200 shufrows2400 shufrows3600 fixedrows; do
     python -m recipes.testbed.clause_shuffle follow $(names_of $OUT/${ARM}x) --probes $SHUFFLED --fixed $FIXED \
         --tasks $SET --json $OUT/follow_$ARM.json | tee $OUT/follow_$ARM.md
