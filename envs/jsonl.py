@@ -19,7 +19,8 @@ Reading (:class:`JsonlReader`, :func:`read_jsonl`):
   ``ValueError`` (pydantic's ``ValidationError`` included) is a bad line like a JSON error.
 
 Writing: :func:`write_atomic` (temp file in the same folder, fsync, rename; the temp file is removed
-on failure) for whole files, :func:`write_jsonl` for whole JSONL files, :func:`append_jsonl` (one
+on failure) for whole files, :func:`write_jsonl` for whole JSONL files, :func:`write_parquet` for whole parquet
+tables (written to memory, then as a whole file), :func:`append_jsonl` (one
 write + fsync per record; a failed append is cut back, so the log still ends with its last whole
 record) for resumable logs, and :func:`repair_tail` to make a log appendable again after a kill. A
 full disk or quota raises :class:`NoSpaceError`, whose message is one line naming the file.
@@ -281,6 +282,19 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel | Mapping[str, Any]]) -> Path:
     """Write a whole JSONL file atomically (see :func:`write_atomic`)."""
     return write_atomic(path, "".join(dumps_record(r) + "\n" for r in records))
+
+
+def write_parquet(path: str | os.PathLike[str], table: Any) -> Path:
+    """Write a whole ``pyarrow.Table`` (or a ``pandas.DataFrame``, its index left out) as a parquet file atomically
+    (see :func:`write_atomic`): the table is encoded in memory first, so a failed encoding leaves the file as it was."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return write_atomic(path, sink.getvalue().to_pybytes())
 
 
 def append_jsonl(path: str | os.PathLike[str], record: BaseModel | Mapping[str, Any]) -> None:

@@ -17,6 +17,7 @@ from envs.jsonl import (
     repair_tail,
     write_atomic,
     write_jsonl,
+    write_parquet,
 )
 
 
@@ -207,3 +208,21 @@ def test_write_atomic_gives_the_mode_open_would(tmp_path) -> None:
     os.chmod(fresh, 0o640)
     write_atomic(fresh, "{}")  # replacing keeps the file's own mode
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
+
+
+def test_write_parquet_writes_a_table_or_a_frame_whole_and_keeps_the_old_file_on_failure(tmp_path: Path) -> None:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = write_parquet(tmp_path / "sub" / "t.parquet", pa.table({"id": ["a", "b"], "n": [1, 2]}))
+    assert pq.read_table(path).to_pylist() == [{"id": "a", "n": 1}, {"id": "b", "n": 2}]
+    # a frame: its rows replace the table, its index is not a column
+    frame = pd.DataFrame({"id": ["c"], "n": [3]}, index=[7])
+    write_parquet(path, frame)
+    assert pq.read_table(path).to_pylist() == [{"id": "c", "n": 3}]
+    # a frame that parquet cannot encode (one column of mixed types): the error, the file as it was, no temp file
+    with pytest.raises((pa.ArrowInvalid, pa.ArrowTypeError)):
+        write_parquet(path, pd.DataFrame({"id": ["d", 4]}))
+    assert pq.read_table(path).to_pylist() == [{"id": "c", "n": 3}]
+    assert os.listdir(path.parent) == ["t.parquet"]

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.jsonl import read_jsonl, write_atomic
+from envs.jsonl import read_jsonl, write_atomic, write_parquet
 from recipes.testbed import span_copy
 from recipes.testbed.analysis import t_interval
 from recipes.testbed.cli_args import labelled
@@ -130,10 +130,7 @@ def make(parquet: Path, seed: int, out: Path, tasks_dir: Path | None = None) -> 
     table = pq.read_table(str(parquet))
     rows = table.to_pylist()
     new = _shuffled_rows(rows, seed, tasks_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(new, schema=table.schema), str(tmp))
-    tmp.replace(out)
+    write_parquet(out, pa.Table.from_pylist(new, schema=table.schema))
     return {"rows": len(rows), "shuffled": sum(a is not b for a, b in zip(rows, new, strict=True))}
 
 

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envs.jsonl import write_atomic
+from envs.jsonl import write_atomic, write_parquet
 from envs.messages import message_text
 from recipes.testbed.analysis import t_over_runs
 from recipes.testbed.cli_args import labelled
@@ -89,11 +89,7 @@ def make(n_rows: int, seed: int, out: Path, fixed_order: bool = False, spaced: b
         raise ValueError("--rows must be at least 1")
     rng = random.Random(seed)
     rows = [{"id": f"copy_s{seed}_{i:05d}", **copy_row(rng, fixed_order, spaced)} for i in range(n_rows)]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    pd.DataFrame(rows).to_parquet(tmp, index=False)
-    tmp.replace(out)
-    return out
+    return write_parquet(out, pd.DataFrame(rows))
 
 
 def load_probes(parquet: Path) -> list[dict[str, Any]]:

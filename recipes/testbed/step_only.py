@@ -15,6 +15,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
+from envs.jsonl import write_parquet
 from recipes.testbed import span_copy
 from recipes.testbed.search_step import span_match
 
@@ -35,10 +36,7 @@ def select(parquet: Path, out: Path) -> int:
     keep = [i for i, row in enumerate(table.select(["turn", "messages"]).to_pylist()) if is_search_step(row)]
     if not keep:
         raise ValueError(f"{parquet}: no second turn leads with a colour and a span")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    part = out.with_name(out.name + ".part")
-    pq.write_table(table.take(keep), str(part))
-    part.replace(out)
+    write_parquet(out, table.take(keep))
     return len(keep)
 
 

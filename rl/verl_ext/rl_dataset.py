@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from envs.jsonl import write_parquet
 from envs.tasks import LETTERS, Task, load_tasks_jsonl
 
 AGENT_NAME = "omniagent"
@@ -83,10 +84,7 @@ def write_rl_parquet(
     selected = [t for t in tasks if split is None or t.split == split]
     if not selected:
         raise ValueError(f"no tasks to write (split={split!r})")
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(tasks_to_rows(selected, agent_name)).to_parquet(out, index=False)
-    return out
+    return write_parquet(out, pd.DataFrame(tasks_to_rows(selected, agent_name)))
 
 
 def task_from_extra_info(extra_info: Mapping[str, Any] | None) -> Task:
