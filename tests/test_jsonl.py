@@ -210,7 +210,9 @@ def test_write_atomic_gives_the_mode_open_would(tmp_path) -> None:
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o640
 
 
-def test_write_parquet_writes_a_table_or_a_frame_whole_and_keeps_the_old_file_on_failure(tmp_path: Path) -> None:
+def test_write_parquet_writes_a_table_or_a_frame_whole_and_keeps_the_old_file_on_failure(
+    tmp_path: Path,
+) -> None:
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
