@@ -115,14 +115,19 @@ def measure(model_dir: Path, probes: list[dict[str, Any]], max_new: int = 48) ->
     return {"model": str(model_dir), "probes": len(rows), "rows": rows}
 
 
-def run_choices(run: Path, probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The field choice (:func:`recipes.testbed.field_choice.choices`) of each of the run's written turns; a run that
-    wrote turns for other probes, or not for all of them, is refused."""
+def run_turns(run: Path, probes: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Each of the run's written turns (``RUN/copy_probe.json``) with its probe; a run that wrote turns for other
+    probes, or not for all of them, is refused."""
     by_id = {p["id"]: p for p in probes}
     rows = json.loads((run / WRITTEN).read_text())["rows"]
     if sorted(r["id"] for r in rows) != sorted(by_id):
         raise ValueError(f"{run / WRITTEN}: its turns are not these probes' (measure it on them)")
-    return choices([(r["written"], by_id[r["id"]]) for r in rows])
+    return [(r["written"], by_id[r["id"]]) for r in rows]
+
+
+def run_choices(run: Path, probes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The field choice (:func:`recipes.testbed.field_choice.choices`) of each of the run's written turns."""
+    return choices(run_turns(run, probes))
 
 
 def analyse(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> dict[str, Any]:

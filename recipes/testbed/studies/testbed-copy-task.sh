@@ -60,3 +60,12 @@ for ARM in "${ARMS[@]}"; do
 done
 python -m recipes.testbed.copy_task contrast --a $OUT/analysis_spaced3600.json --b $OUT/analysis_plain3600.json \
     | tee $OUT/contrast.md
+
+# exploratory, added after the result: where each end of the written spans comes from (the cue's field, another
+# field's same end, a field's other end, or no number of the look), and the clause place of the copied starts
+for ARM in "${ARMS[@]}"; do
+    for N in 1200 2400 3600; do
+        python -m recipes.testbed.copy_parts $(names_of $OUT/$ARM$N) --probes $OUT/probes_$ARM.parquet \
+            --json $OUT/parts_$ARM$N.json | tee $OUT/parts_$ARM$N.md
+    done
+done
