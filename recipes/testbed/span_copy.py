@@ -12,7 +12,9 @@ and runs the recipe's text warm-up on it (:func:`recipes.tiny_agent.text_warmup.
 with its question and latest message, the teacher's Observation given, the Thought and action trained). It saves its
 state every ``--save-every`` steps, and a run stopped and started again goes on from there (``--rope-theta`` sets
 the text model's RoPE base). ``--keep-state`` keeps its last state beside the saved model, and a longer warm-up run
-with ``--start-from`` that folder goes on from it.
+with ``--start-from`` that folder goes on from it. ``--batch-size``, ``--lr``, ``--lr-warmup`` (steps of a linear
+rise) and ``--cosine`` (a decay to a tenth by the last step) change the recipe's settings (:data:`WARMUP`: 16 turns a
+step, a constant 2e-3); they are recorded with the loss curve and must match the run gone on from.
 
 ``measure`` takes the teacher's second turns of ``--probes`` (SFT rows of teacher episodes on a fresh set) whose
 question names a colour (``cue_digit_mcq``, ``cue_pitch_mcq``) and whose first turn looked at frames over at least
@@ -58,7 +60,11 @@ WARMUP = {
     "steps": 1200,
     "batch_size": 16,
     "lr": 2e-3,
-}  # the recipe's text warm-up (conf/sft/exp/testbed.yaml)
+    "lr_warmup": 0,  # steps of a linear warm-up of the learning rate (0: none)
+    "cosine": False,  # decay the learning rate to a tenth by the last step
+}  # the recipe's text warm-up (conf/sft/exp/testbed.yaml): constant 2e-3, 16 turns a step
+# what train's options may change, each recorded with the loss curve
+SETTINGS = ("batch_size", "lr", "lr_warmup", "cosine")
 
 
 # --- probes -----------------------------------------------------------------------------------------------------
@@ -247,42 +253,63 @@ def fresh_agent(init: Path, seed: int, rope_theta: float | None = None) -> tuple
 
 def warm_up(model: Any, processor: Any, data: list[Path], seed: int, steps: int, state: Path, folder: Path,
             save_every: int = 100, log_every: int = 100, keep: Path | None = None,
-            **info: Any) -> list[float]:  # fmt: skip
-    """The recipe's text warm-up (:data:`WARMUP`'s batch and learning rate, the Observation given) of ``model`` up to
-    ``steps`` steps, saving and resuming its state in ``state`` every ``save_every`` steps; the model is saved to
-    ``folder`` with its loss curve (and ``info``), and the last state moved to ``keep`` first when given (a saved
-    model replaces its folder whole). A state already past ``steps`` is refused."""
+            settings: dict[str, Any] | None = None, **info: Any) -> list[float]:  # fmt: skip
+    """The recipe's text warm-up (:data:`WARMUP`'s batch and learning rate, or ``settings`` in their place; the
+    Observation given) of ``model`` up to ``steps`` steps, saving and resuming its state in ``state`` every
+    ``save_every`` steps; the model is saved to ``folder`` with its loss curve (the settings and ``info`` beside it),
+    and the last state moved to ``keep`` first when given (a saved model replaces its folder whole). A state already
+    past ``steps`` is refused."""
     from recipes.tiny_agent.text_warmup import run_text_warmup
     from rl.checkpoint import save_checkpoint
 
-    losses = run_text_warmup(model, processor.tokenizer, data, steps, WARMUP["batch_size"], WARMUP["lr"], seed,
-                             log_every=log_every, observation_loss=False, state=state,
-                             save_every=save_every)  # fmt: skip
+    s = warmup_settings(settings)
+    losses = run_text_warmup(model, processor.tokenizer, data, steps, s["batch_size"], s["lr"], seed,
+                             log_every=log_every, observation_loss=False, state=state, save_every=save_every,
+                             lr_warmup=s["lr_warmup"], cosine=s["cosine"])  # fmt: skip
     if len(losses) != steps:
         raise RuntimeError(f"{state} is past step {steps} ({len(losses)} steps): remove it to start again")
     if keep is not None:
         state.replace(keep)
     save_checkpoint(model.eval(), processor, folder)
     write_atomic(folder / "warmup_loss.json", json.dumps({"data": [str(p) for p in data], "seed": seed,
-                                                          "steps": steps, **info, "loss": losses}))  # fmt: skip
+                                                          "steps": steps, **info, **s, "loss": losses}))  # fmt: skip
     return losses
+
+
+def warmup_settings(settings: dict[str, Any] | None = None, recorded: bool = False) -> dict[str, Any]:
+    """:data:`SETTINGS` from :data:`WARMUP`, with ``settings`` in their place (another key is refused); with
+    ``recorded``, ``settings`` is a saved curve's record, whose keys other than the settings are passed over (a curve
+    saved before a setting was an option ran at its default)."""
+    settings = dict(settings or {})
+    if not recorded and set(settings) - set(SETTINGS):
+        raise ValueError(
+            f"unknown warm-up settings {sorted(set(settings) - set(SETTINGS))}: known {SETTINGS}"
+        )
+    return {k: settings.get(k, WARMUP[k]) for k in SETTINGS}
 
 
 def train(init: Path, data: list[Path], seed: int, out: Path, steps: int, log_every: int = 100,
           rope_theta: float | None = None, save_every: int = 100, keep_state: bool = False,
-          start_from: Path | None = None) -> Path:  # fmt: skip
+          start_from: Path | None = None, settings: dict[str, Any] | None = None) -> Path:  # fmt: skip
     """The text warm-up (:func:`warm_up`) from :func:`fresh_agent` (``seed``, ``rope_theta``), saved to ``out``.
     The warm-up saves its state to ``out/warmup_state.pt`` every ``save_every`` steps (0: at its end only), and a
     run started again goes on from there; the saved model replaces the folder, state and all, unless ``keep_state``
     moved the last state beside ``out`` (:func:`kept_state`). ``start_from``, a folder whose warm-up kept its state (the same data, seed and RoPE base),
-    is where a longer warm-up starts when ``out`` has no state of its own: the same steps as one run through."""
+    is where a longer warm-up starts when ``out`` has no state of its own: the same steps as one run through. It must
+    have run with the same ``settings`` (:func:`warmup_settings`), and a cosine decay, whose rate depends on the
+    last step, cannot go on from a shorter run."""
+    s = warmup_settings(settings)
+    if start_from is not None and s["cosine"]:
+        raise ValueError(
+            "a cosine decay ends at its own last step: a longer run cannot go on from a shorter one"
+        )
     model, processor = fresh_agent(init, seed, rope_theta)
     state = out / "warmup_state.pt"
     if start_from is not None and not state.is_file():
-        _copy_state(start_from, state, data, seed, rope_theta)
+        _copy_state(start_from, state, data, seed, rope_theta, s)
     keep = kept_state(out) if keep_state else None
     warm_up(
-        model, processor, data, seed, steps, state, out, save_every, log_every, keep, rope_theta=rope_theta
+        model, processor, data, seed, steps, state, out, save_every, log_every, keep, s, rope_theta=rope_theta
     )
     return out
 
@@ -292,15 +319,18 @@ def kept_state(folder: Path) -> Path:
     return folder.with_name(folder.name + ".state.pt")
 
 
-def _copy_state(folder: Path, state: Path, data: list[Path], seed: int, rope_theta: float | None) -> None:
-    """The kept warm-up state of ``folder`` copied to ``state``, once its data, seed and RoPE base are checked."""
+def _copy_state(folder: Path, state: Path, data: list[Path], seed: int, rope_theta: float | None,
+                settings: dict[str, Any]) -> None:  # fmt: skip
+    """The kept warm-up state of ``folder`` copied to ``state``, once its data, seed, RoPE base and settings are
+    checked."""
     kept, info = kept_state(folder), folder / "warmup_loss.json"
     if not (kept.is_file() and info.is_file()):
         raise FileNotFoundError(
             f"{folder}: no finished warm-up with its state kept (train it with --keep-state)"
         )
-    was = json.loads(info.read_text())
-    now = {"data": [str(p) for p in data], "seed": seed, "rope_theta": rope_theta}
+    record = json.loads(info.read_text())
+    was = {**record, **warmup_settings(record, recorded=True)}
+    now = {"data": [str(p) for p in data], "seed": seed, "rope_theta": rope_theta, **settings}
     for key, value in now.items():
         if was.get(key) != value:
             raise ValueError(f"{folder}'s warm-up had {key} {was.get(key)!r}, this one {value!r}")
@@ -372,6 +402,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--keep-state", action="store_true", help="keep the last state (OUT.state.pt) for a longer warm-up"
     )
     t.add_argument("--start-from", type=Path, help="a shorter warm-up's folder (--keep-state) to go on from")
+    t.add_argument("--batch-size", type=int, default=WARMUP["batch_size"], help="turns a step")
+    t.add_argument("--lr", type=float, default=WARMUP["lr"], help="the (peak) learning rate")
+    t.add_argument(
+        "--lr-warmup", type=int, default=WARMUP["lr_warmup"], help="steps of a linear rise to --lr"
+    )
+    t.add_argument(
+        "--cosine", action="store_true", help="decay the learning rate to a tenth by the last step"
+    )
     m = sub.add_parser("measure", help="the probes' second turns, written by a model")
     m.add_argument("--model", type=Path, required=True)
     m.add_argument("--probes", type=Path, required=True, help="SFT parquet of teacher episodes on the set")
@@ -395,8 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (args.out / "config.json").exists():
             print(f"{args.out}: done")
             return 0
+        settings = {k: getattr(args, k) for k in SETTINGS}
         train(args.init, args.data, args.seed, args.out, args.steps, rope_theta=args.rope_theta,
-              save_every=args.save_every, keep_state=args.keep_state, start_from=args.start_from)  # fmt: skip
+              save_every=args.save_every, keep_state=args.keep_state, start_from=args.start_from,
+              settings=settings)  # fmt: skip
     elif args.command == "measure":
         out = args.out or args.model / "probe.json"
         seen = training_observations(args.train) if args.train else None

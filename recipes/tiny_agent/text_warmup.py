@@ -32,6 +32,7 @@ import torch
 from envs.messages import message_text
 from envs.prompts import option_lines
 from envs.scoring import letters
+from rl.sft.local import lr_at
 from rl.sft.step import optimizer_step
 from rl.sft.weights import reply_weights
 
@@ -169,9 +170,12 @@ def run_text_warmup(
     answer_weight: float = 1.0,
     state: Path | None = None,
     save_every: int = 0,
+    lr_warmup: int = 0,
+    cosine: bool = False,
 ) -> list[float]:
-    """``steps`` AdamW updates on seeded batches of short turns (its own optimizer, constant ``lr``);
-    returns the loss before each step. With ``state`` (a file) the warm-up saves itself there every ``save_every``
+    """``steps`` AdamW updates on seeded batches of short turns (its own optimizer; ``lr`` constant, or reached by a
+    linear warm-up over ``lr_warmup`` steps and, with ``cosine``, decayed to a tenth by the last step:
+    :func:`rl.sft.local.lr_at`); returns the loss before each step. With ``state`` (a file) the warm-up saves itself there every ``save_every``
     steps and at its end (weights, optimizer, batch stream, losses), and a warm-up that finds the file goes on from
     it: a run stopped and started again takes the same steps as one that ran through."""
     samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed, answer_weight)
@@ -187,6 +191,8 @@ def run_text_warmup(
     model.train()
     start = time.monotonic()
     for step in range(len(losses), steps):
+        for group in opt.param_groups:  # a function of the step: a resumed warm-up needs no scheduler state
+            group["lr"] = lr_at(step, steps, lr, lr_warmup, cosine)
         batch = collate_text(rng.sample(samples, min(batch_size, len(samples))), pad)
         losses.append(optimizer_step(model, opt, params, batch, clip))
         if state is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == steps):

@@ -13,6 +13,7 @@ from testkit import search_teacher_parquet
 from envs.jsonl import read_jsonl
 from recipes.testbed.probe_analysis import analyse, end_loss, figure, table
 from recipes.testbed.span_copy import (
+    SETTINGS,
     breakdown,
     load_probes,
     main,
@@ -261,3 +262,59 @@ def test_a_longer_warm_up_goes_on_from_a_kept_state(teacher_set: tuple, tmp_path
         train(init, [parquet], 6, tmp_path / "other", steps=6, start_from=short)
     with pytest.raises(FileNotFoundError, match="--keep-state"):
         train(init, [parquet], 5, tmp_path / "other", steps=6, start_from=through)
+    # the settings are recorded with the curve, and a run with other settings does not go on from it
+    assert {k: json.loads((short / "warmup_loss.json").read_text())[k] for k in SETTINGS} == {
+        "batch_size": 16, "lr": 2e-3, "lr_warmup": 0, "cosine": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="lr 0.002"):
+        train(init, [parquet], 5, tmp_path / "other", steps=6, start_from=short, settings={"lr": 1e-3})
+    with pytest.raises(ValueError, match="cosine decay"):
+        train(init, [parquet], 5, tmp_path / "other", steps=6, start_from=short, settings={"cosine": True})
+    with pytest.raises(ValueError, match="unknown warm-up settings"):
+        train(init, [parquet], 5, tmp_path / "other", steps=6, settings={"batch": 4})
+    # a curve saved before the settings were options ran at their defaults: a run at the defaults goes on from it
+    record = json.loads((short / "warmup_loss.json").read_text())
+    (short / "warmup_loss.json").write_text(
+        json.dumps({k: v for k, v in record.items() if k not in SETTINGS})
+    )
+    again = train(init, [parquet], 5, tmp_path / "again", steps=6, save_every=0, start_from=short)
+    assert json.loads((again / "warmup_loss.json").read_text())["loss"] == losses[through]
+
+
+def test_the_warm_up_settings_are_options_and_recorded(
+    teacher_set: tuple, tmp_path: Path, monkeypatch
+) -> None:
+    from recipes.testbed.model import build_testbed_agent
+    from recipes.tiny_agent import text_warmup
+    from recipes.tiny_agent.model import corpus_texts
+    from rl.sft.local import lr_at
+
+    rates: list[float] = []
+    step = text_warmup.optimizer_step
+
+    def recording(model, opt, *args, **kw):
+        rates.append(opt.param_groups[0]["lr"])
+        return step(model, opt, *args, **kw)
+
+    monkeypatch.setattr(text_warmup, "optimizer_step", recording)
+
+    _, parquet = teacher_set
+    init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)
+    base = ["train", "--init", str(init), "--data", str(parquet), "--seed", "2", "--steps", "5"]
+    assert main([*base, "--out", str(tmp_path / "default")]) == 0
+    assert rates == [2e-3] * 5
+    rates.clear()
+    args = ["--batch-size", "2", "--lr", "1e-3", "--lr-warmup", "2", "--cosine"]
+    assert main([*base, "--out", str(tmp_path / "set"), *args]) == 0
+    assert rates == [lr_at(s, 5, 1e-3, 2, True) for s in range(5)] and rates[4] < rates[3] < rates[2]
+    default, changed = (
+        json.loads((tmp_path / d / "warmup_loss.json").read_text()) for d in ("default", "set")
+    )
+    assert {k: changed[k] for k in SETTINGS} == {"batch_size": 2, "lr": 1e-3, "lr_warmup": 2, "cosine": True}
+    assert {k: default[k] for k in SETTINGS} == {
+        "batch_size": 16,
+        "lr": 2e-3,
+        "lr_warmup": 0,
+        "cosine": False,
+    }
+    assert changed["loss"][0] != default["loss"][0]  # a batch of 2 turns, not 16

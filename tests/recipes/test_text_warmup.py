@@ -126,6 +126,37 @@ def test_warmup_lowers_the_target_loss(tmp_path: Path, tiny: tuple) -> None:
     assert len(losses) == 8 and losses[-1] < 0.8 * losses[0]
 
 
+def test_the_learning_rate_rises_and_decays_by_the_step(tmp_path: Path, tiny: tuple, monkeypatch) -> None:
+    import copy
+
+    from recipes.tiny_agent import text_warmup
+    from rl.sft.local import lr_at
+
+    model, processor = tiny
+    seen: list[float] = []
+    step = text_warmup.optimizer_step
+
+    def recording(m, opt, *args, **kw):
+        seen.append(opt.param_groups[0]["lr"])
+        return step(m, opt, *args, **kw)
+
+    monkeypatch.setattr(text_warmup, "optimizer_step", recording)
+
+    def rates(**kw: object) -> list[float]:
+        seen.clear()
+        m = copy.deepcopy(model)
+        for p in m.parameters():
+            p.requires_grad_(True)
+        run_text_warmup(m, processor.tokenizer, [_parquet(tmp_path)], 6, 2, 1e-2, seed=0, **kw)
+        return list(seen)
+
+    assert rates() == [1e-2] * 6  # the recipe's constant rate
+    rising = rates(lr_warmup=2, cosine=True)
+    assert rising == [lr_at(s, 6, 1e-2, 2, True) for s in range(6)]
+    assert rising[0] == pytest.approx(5e-3) and rising[2] == pytest.approx(1e-2) and rising[5] < rising[4] < rising[2]
+    assert rates(lr_warmup=3) == [lr_at(s, 6, 1e-2, 3, False) for s in range(6)][:3] + [1e-2] * 3
+
+
 def test_a_stopped_warmup_goes_on_from_its_state_as_if_it_ran_through(tmp_path: Path, tiny: tuple) -> None:
     import copy
 
