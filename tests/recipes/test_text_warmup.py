@@ -153,7 +153,11 @@ def test_the_learning_rate_rises_and_decays_by_the_step(tmp_path: Path, tiny: tu
     assert rates() == [1e-2] * 6  # the recipe's constant rate
     rising = rates(lr_warmup=2, cosine=True)
     assert rising == [lr_at(s, 6, 1e-2, 2, True) for s in range(6)]
-    assert rising[0] == pytest.approx(5e-3) and rising[2] == pytest.approx(1e-2) and rising[5] < rising[4] < rising[2]
+    assert (
+        rising[0] == pytest.approx(5e-3)
+        and rising[2] == pytest.approx(1e-2)
+        and rising[5] < rising[4] < rising[2]
+    )
     assert rates(lr_warmup=3) == [lr_at(s, 6, 1e-2, 3, False) for s in range(6)][:3] + [1e-2] * 3
 
 
