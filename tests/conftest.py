@@ -171,3 +171,20 @@ def oracle_turns(train_tasks: Path, random_dir: Path) -> tuple[Any, ...]:
         )
         rows.append(TurnRow(item, 0, 0, k, traj.reward, rec, context))
     return policy, encoder, task, traj, rows
+
+
+@pytest.fixture
+def warmup_rates(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The learning rate of each text warm-up step (recipes.tiny_agent.text_warmup) taken while the test runs, in
+    order; the step itself runs as usual."""
+    from recipes.tiny_agent import text_warmup
+
+    rates: list[float] = []
+    step = text_warmup.optimizer_step
+
+    def recording(model: Any, opt: Any, *args: Any, **kw: Any) -> float:
+        rates.append(opt.param_groups[0]["lr"])
+        return step(model, opt, *args, **kw)
+
+    monkeypatch.setattr(text_warmup, "optimizer_step", recording)
+    return rates

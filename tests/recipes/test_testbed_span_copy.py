@@ -282,21 +282,13 @@ def test_a_longer_warm_up_goes_on_from_a_kept_state(teacher_set: tuple, tmp_path
 
 
 def test_the_warm_up_settings_are_options_and_recorded(
-    teacher_set: tuple, tmp_path: Path, monkeypatch
+    teacher_set: tuple, tmp_path: Path, warmup_rates: list[float]
 ) -> None:
     from recipes.testbed.model import build_testbed_agent
-    from recipes.tiny_agent import text_warmup
     from recipes.tiny_agent.model import corpus_texts
     from rl.sft.local import lr_at
 
-    rates: list[float] = []
-    step = text_warmup.optimizer_step
-
-    def recording(model, opt, *args, **kw):
-        rates.append(opt.param_groups[0]["lr"])
-        return step(model, opt, *args, **kw)
-
-    monkeypatch.setattr(text_warmup, "optimizer_step", recording)
+    rates = warmup_rates
 
     _, parquet = teacher_set
     init = build_testbed_agent(tmp_path / "init", corpus_texts([parquet]), seed=0, width=64, layers=1)

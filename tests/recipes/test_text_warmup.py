@@ -126,21 +126,15 @@ def test_warmup_lowers_the_target_loss(tmp_path: Path, tiny: tuple) -> None:
     assert len(losses) == 8 and losses[-1] < 0.8 * losses[0]
 
 
-def test_the_learning_rate_rises_and_decays_by_the_step(tmp_path: Path, tiny: tuple, monkeypatch) -> None:
+def test_the_learning_rate_rises_and_decays_by_the_step(
+    tmp_path: Path, tiny: tuple, warmup_rates: list[float]
+) -> None:
     import copy
 
-    from recipes.tiny_agent import text_warmup
     from rl.sft.local import lr_at
 
     model, processor = tiny
-    seen: list[float] = []
-    step = text_warmup.optimizer_step
-
-    def recording(m, opt, *args, **kw):
-        seen.append(opt.param_groups[0]["lr"])
-        return step(m, opt, *args, **kw)
-
-    monkeypatch.setattr(text_warmup, "optimizer_step", recording)
+    seen = warmup_rates
 
     def rates(**kw: object) -> list[float]:
         seen.clear()
