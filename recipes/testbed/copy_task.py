@@ -42,7 +42,7 @@ from envs.jsonl import write_atomic, write_parquet
 from envs.messages import message_text
 from recipes.testbed.analysis import t_over_runs
 from recipes.testbed.cli_args import labelled
-from recipes.testbed.field_choice import choices, cue_lean, figure
+from recipes.testbed.field_choice import choices, cue_lean, field_picks, figure
 from recipes.testbed.probe_analysis import end_loss
 
 COLOURS = ("red", "yellow", "green", "blue")
@@ -136,11 +136,10 @@ def analyse(runs: Sequence[tuple[str, Path]], probes: list[dict[str, Any]]) -> d
     per_run: dict[str, Any] = {}
     for name, run in runs:
         recs = run_choices(run, probes)
-        picked = [r for r in recs if isinstance(r["chosen rank"], int)]
         per_run[name] = {
             "turns": len(recs),
             "exact copy": sum(r["chosen"] == r["cue"] for r in recs) / len(recs),
-            "field choices": len(picked),
+            "field choices": len(field_picks(recs)),
             "cue lean": cue_lean(recs),
             "end loss": end_loss(run),
         }

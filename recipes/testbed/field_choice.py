@@ -103,10 +103,15 @@ def lean(records: list[dict[str, Any]], kind: str) -> float | None:
     return sum(r[f"{kind} neighbour"] - r[f"{kind} chance"] for r in wrong) / len(wrong)
 
 
+def field_picks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records whose choice is a field of the look (not ``other numbers`` or ``no span``)."""
+    return [r for r in records if isinstance(r["chosen rank"], int)]
+
+
 def cue_lean(records: list[dict[str, Any]]) -> float | None:
     """The mean over ``records``' choices of a field of (the cue's field chosen − 1 / the probe's fields): how far the
     cue's share of the field choices stands above a field at random; None when no choice is a field."""
-    picked = [r for r in records if isinstance(r["chosen rank"], int)]
+    picked = field_picks(records)
     if not picked:
         return None
     return sum((r["chosen"] == r["cue"]) - 1 / r["fields"] for r in picked) / len(picked)
@@ -142,7 +147,7 @@ def _summary(name: str, records: list[dict[str, Any]]) -> str:
 
 
 def _field_row(name: str, records: list[dict[str, Any]]) -> str:
-    picked = [r for r in records if isinstance(r["chosen rank"], int)]
+    picked = field_picks(records)
     if not picked:
         return f"| {name} | 0 | — | — |"
     own = sum(r["chosen"] == r["cue"] for r in picked) / len(picked)

@@ -175,9 +175,9 @@ def run_text_warmup(
 ) -> list[float]:
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer; ``lr`` constant, or reached by a
     linear warm-up over ``lr_warmup`` steps and, with ``cosine``, decayed to a tenth by the last step:
-    :func:`rl.sft.local.lr_at`); returns the loss before each step. With ``state`` (a file) the warm-up saves itself there every ``save_every``
-    steps and at its end (weights, optimizer, batch stream, losses), and a warm-up that finds the file goes on from
-    it: a run stopped and started again takes the same steps as one that ran through."""
+    :func:`rl.sft.local.lr_at`); returns the loss before each step. With ``state`` (a file) the warm-up saves itself
+    there every ``save_every`` steps and at its end (weights, optimizer, batch stream, losses), and a warm-up that
+    finds the file goes on from it: a run stopped and started again takes the same steps as one that ran through."""
     samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed, answer_weight)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
