@@ -26,7 +26,7 @@ any SFT parquet, ``measure`` has a model write each probe's Thought greedily aft
 share of its turns that copy the cue's span (**exact copy**) and, over its turns whose span is some field's, the
 cue's share minus a field at random (the **cue lean**, :func:`recipes.testbed.field_choice.cue_lean`), each run's lean
 with the t-interval over runs. ``contrast`` pairs two arms' ``analyse --json`` results by run name: each measure's
-difference per run and its t-interval over runs.
+difference per run and its t-interval over runs, and (``--figure``) each run's exact copy in both arms, joined.
 """
 
 from __future__ import annotations
@@ -193,6 +193,48 @@ def contrast_rows(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+FLOOR, BAR = (
+    0.25,
+    0.8,
+)  # exact copy of a field at random; the exact copy every seed must reach for a learnt copy
+
+
+def contrast_figure(
+    a: dict[str, Any], b: dict[str, Any], path: Path, labels: Sequence[str] = ("a", "b")
+) -> dict[str, tuple[float, float]]:
+    """Each run's exact copy in ``a`` and in ``b`` (two :func:`analyse` results, paired by run name, joined by a
+    line), with a field at random and the bar; returns the plotted pairs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = {
+        n: (r["exact copy"], b["per_run"][n]["exact copy"])
+        for n, r in a["per_run"].items()
+        if n in b["per_run"]
+    }
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for i, (va, vb) in enumerate(pairs.values()):
+        ax.plot([i - 0.1, i + 0.1], [vb, va], "-", color="0.6", lw=1)
+        ax.plot([i - 0.1], [vb], "o", color="C0", label=labels[1] if i == 0 else None)
+        ax.plot([i + 0.1], [va], "s", color="C1", label=labels[0] if i == 0 else None)
+    ax.axhline(FLOOR, color="k", ls="--", lw=1, label="a field at random")
+    ax.axhline(BAR, color="k", ls=":", lw=1, label="the bar")
+    ax.set_xticks(range(len(pairs)), list(pairs))
+    ax.set(
+        ylabel="exact copy (fresh probes)",
+        ylim=(-0.02, 1.02),
+        title=f"{labels[0]} against {labels[1]}, by seed",
+    )
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return pairs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m recipes.testbed.copy_task", description=__doc__.split("\n\n")[0]
@@ -218,9 +260,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("contrast", help="two analyse --json results paired by run: a − b, the t over runs")
     c.add_argument("--a", type=Path, required=True)
     c.add_argument("--b", type=Path, required=True)
+    c.add_argument("--json", type=Path)
+    c.add_argument("--figure", type=Path, help="each run's exact copy in a and b, joined")
+    c.add_argument(
+        "--labels", nargs=2, default=("a", "b"), metavar=("A", "B"), help="the arms' names in the figure"
+    )
     args = p.parse_args(argv)
     if args.cmd == "contrast":
-        print(contrast_rows(contrast(*(json.loads(f.read_text()) for f in (args.a, args.b)))))
+        a, b = (json.loads(f.read_text()) for f in (args.a, args.b))
+        res = contrast(a, b)
+        print(contrast_rows(res))
+        if args.json:
+            write_atomic(args.json, json.dumps(res, indent=1))
+        if args.figure:
+            contrast_figure(a, b, args.figure, args.labels)
     elif args.cmd == "make":
         print(f"{make(args.rows, args.seed, args.out, args.fixed_order, args.spaced)}: {args.rows} rows")
     elif args.cmd == "measure":

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes.testbed.copy_task import WRITTEN, analyse, contrast, load_probes, main, make
+from recipes.testbed.copy_task import WRITTEN, analyse, contrast, contrast_figure, load_probes, main, make
 from recipes.testbed.field_clauses import field_spans
 from recipes.testbed.span_copy import observation_of, parse_reply
 
@@ -171,3 +171,15 @@ def test_two_arms_are_contrasted_run_by_run(tmp_path: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert "| exact copy | s0 +0.600, s1 +0.100, s2 +0.200, s3 +0.000 | +0.225 [" in out
     assert "| cue lean | s0 +0.500, s1 +0.200 | +0.350 [" in out
+    # the record and the figure of each run's exact copy in both arms (runs in one arm only are left out)
+    args = ["contrast", "--a", str(tmp_path / "a.json"), "--b", str(tmp_path / "b.json"), "--json",
+            str(tmp_path / "c.json"), "--figure", str(tmp_path / "c.png"), "--labels", "arm", "control"]  # fmt: skip
+    assert main(args) == 0
+    assert json.loads((tmp_path / "c.json").read_text())["exact copy"]["t"]["mean"] == pytest.approx(0.225)
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    assert contrast_figure(a, b, tmp_path / "d.png") == {
+        "s0": (0.9, 0.3),
+        "s1": (0.5, 0.4),
+        "s2": (0.4, 0.2),
+        "s3": (0.6, 0.6),
+    }
