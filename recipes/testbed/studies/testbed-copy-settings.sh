@@ -50,3 +50,13 @@ done
 python -m recipes.testbed.copy_task contrast --a $OUT/analysis_settings.json --b $OUT/analysis_control.json \
     --json $OUT/contrast.json --figure docs/figures/testbed_copy_settings.png --labels settings control \
     | tee $OUT/contrast.md
+
+# exploratory, added after the result: both arms' loss curves on one axis of turns seen (windows of 6,400 turns: 100
+# steps of the arm, 400 of the control), and where each first fell below 0.1
+CURVES=()
+for ARM in control settings; do
+    for SEED in "${SEEDS[@]}"; do CURVES+=(--run "$ARM s$SEED=$OUT/${ARM}_s$SEED"); done
+done
+python -m recipes.testbed.loss_curves "${CURVES[@]}" --window 6400 --below 0.1 --json $OUT/curves.json \
+    --figure docs/figures/testbed_copy_settings_loss.png --title "copy settings: warm-up loss against turns seen" \
+    | tee $OUT/curves.md
