@@ -176,8 +176,10 @@ def run_text_warmup(
     """``steps`` AdamW updates on seeded batches of short turns (its own optimizer; ``lr`` constant, or reached by a
     linear warm-up over ``lr_warmup`` steps and, with ``cosine``, decayed to a tenth by the last step:
     :func:`rl.sft.local.lr_at`); returns the loss before each step. With ``state`` (a file) the warm-up saves itself
-    there every ``save_every`` steps and at its end (weights, optimizer, batch stream, losses), and a warm-up that
-    finds the file goes on from it: a run stopped and started again takes the same steps as one that ran through."""
+    there every ``save_every`` steps and at its end (weights, optimizer, batch stream, losses, settings), and a warm-up
+    that finds the file goes on from it: a run stopped and started again takes the same steps as one that ran through.
+    A state saved with other settings (batch, rate, schedule, seed, loss options; the last step too under a cosine
+    decay) is refused, not mixed into this run."""
     samples = short_turns(parquet_files, tokenizer, observation_loss, option_shuffles, seed, answer_weight)
     if not samples:
         raise ValueError("text warm-up: no SFT rows")
@@ -186,8 +188,11 @@ def run_text_warmup(
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     rng = random.Random(seed)
     losses: list[float] = []
+    settings = {"batch_size": batch_size, "lr": lr, "seed": seed, "clip": clip, "lr_warmup": lr_warmup,
+                "cosine": cosine, "observation_loss": observation_loss, "option_shuffles": option_shuffles,
+                "answer_weight": answer_weight, **({"steps": steps} if cosine else {})}  # fmt: skip
     if state is not None and state.is_file():
-        losses = _resume(state, model, opt, rng)
+        losses = _resume(state, model, opt, rng, settings)
     model.train()
     start = time.monotonic()
     for step in range(len(losses), steps):
@@ -196,7 +201,7 @@ def run_text_warmup(
         batch = collate_text(rng.sample(samples, min(batch_size, len(samples))), pad)
         losses.append(optimizer_step(model, opt, params, batch, clip))
         if state is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == steps):
-            _save_state(state, model, opt, rng, losses)
+            _save_state(state, model, opt, rng, losses, settings)
         if log_every and (step + 1) % log_every == 0:
             line = {
                 "warmup_step": step + 1,
@@ -208,20 +213,34 @@ def run_text_warmup(
 
 
 def _save_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, rng: random.Random,
-                losses: list[float]) -> None:  # fmt: skip
-    """The warm-up's state, written whole or not at all (a temporary file renamed over the old one)."""
+                losses: list[float], settings: dict[str, Any]) -> None:  # fmt: skip
+    """The warm-up's state and the settings it ran with, written whole or not at all (a temporary file renamed over
+    the old one)."""
     tmp = path.with_name(path.name + ".tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": rng.getstate(),
-                "torch_rng": torch.get_rng_state(), "losses": losses}, tmp)  # fmt: skip
+                "torch_rng": torch.get_rng_state(), "losses": losses, "settings": settings}, tmp)  # fmt: skip
     tmp.replace(path)
 
 
 def _resume(
-    path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, rng: random.Random
+    path: Path,
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    rng: random.Random,
+    settings: dict[str, Any],
 ) -> list[float]:
-    """Load the state :func:`_save_state` wrote into ``model``, ``opt`` and ``rng``; the losses so far."""
+    """Load the state :func:`_save_state` wrote into ``model``, ``opt`` and ``rng``; the losses so far. A state saved
+    with other ``settings`` is refused (one saved before states held their settings is taken as it is)."""
     saved = torch.load(path, map_location="cpu", weights_only=False)
+    was = saved.get("settings", settings)
+    changed = sorted(k for k in set(was) | set(settings) if was.get(k) != settings.get(k))
+    if changed:
+        raise ValueError(
+            f"{path}: saved by a warm-up with other settings "
+            + ", ".join(f"{k} {was.get(k)!r} (now {settings.get(k)!r})" for k in changed)
+            + "; remove it to start afresh"
+        )
     model.load_state_dict(saved["model"])
     opt.load_state_dict(saved["opt"])
     rng.setstate(saved["rng"])

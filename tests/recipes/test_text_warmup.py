@@ -193,6 +193,20 @@ def test_a_stopped_warmup_goes_on_from_its_state_as_if_it_ran_through(tmp_path: 
         assert torch.allclose(a, b, atol=1e-6)
     _, done = run(10, state=state)  # a finished warm-up found again takes no step
     assert done == resumed
+    # a state saved with other settings is refused, not mixed in; the last step counts only under a cosine decay
+    with pytest.raises(ValueError, match=r"lr_warmup 0 \(now 2\)"):
+        run(10, state=state, lr_warmup=2)
+    with pytest.raises(ValueError, match=r"batch_size 2 \(now 3\)"):
+        run_text_warmup(copy.deepcopy(model), processor.tokenizer, data, 10, 3, 3e-3, seed=1, state=state)
+    assert run(12, state=state)[1][:10] == resumed  # a longer constant-rate run goes on from it
+    cosine = tmp_path / "cosine.pt"
+    run(4, state=cosine, cosine=True)
+    with pytest.raises(ValueError, match=r"steps 4 \(now 6\)"):
+        run(6, state=cosine, cosine=True)
+    saved = torch.load(state, weights_only=False)
+    del saved["settings"]  # a state from before states held their settings is taken as it is
+    torch.save(saved, state)
+    assert run(14, state=state, lr_warmup=2)[1][:12] == saved["losses"]
 
 
 def test_a_row_without_an_assistant_turn_is_refused(tmp_path: Path, tiny: tuple) -> None:
