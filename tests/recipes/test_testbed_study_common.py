@@ -143,3 +143,54 @@ def test_names_of_labels_one_run_a_seed_in_the_seeds_order(tmp_path: Path) -> No
     # word-split as the scripts use it: one flag and one value per run
     split = _bash('SEEDS=(1 2); printf "<%s>" $(names_of a)', tmp_path)
     assert split.stdout == "<--run><s1=a_s1><--run><s2=a_s2>"
+
+
+def test_copy_measure_measures_a_model_once(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"  # a stand-in python: records each call, writes nothing
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> calls.txt\n')
+    fake.chmod(0o755)
+    (tmp_path / "runs/m_s0").mkdir(parents=True)
+    r = _bash(f"export PATH={bin_dir}:$PATH; copy_measure runs/m_s0 p.parquet", tmp_path)
+    assert r.returncode == 0, r.stderr
+    calls = (tmp_path / "calls.txt").read_text().splitlines()
+    assert calls == ["-m recipes.testbed.copy_task measure --model runs/m_s0 --probes p.parquet"]
+    (tmp_path / "runs/m_s0/copy_probe.json").write_text("{}")  # measured: not again
+    assert _bash(f"export PATH={bin_dir}:$PATH; copy_measure runs/m_s0 p.parquet", tmp_path).returncode == 0
+    assert len((tmp_path / "calls.txt").read_text().splitlines()) == 1
+
+
+def test_copy_analysis_pairs_two_arms_and_draws_both_figures(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    from recipes.testbed.copy_task import WRITTEN, load_probes, make
+    from recipes.testbed.field_clauses import field_spans
+
+    probes = load_probes(make(24, 5, tmp_path / "out/probes.parquet", spaced=True))
+
+    def wrong(p: dict) -> str:  # the cue's colour with another field's span
+        fields = field_spans(p["reply"])
+        start, end = fields[p["cue"]]
+        other = next(c for c in fields if fields[c] != fields[p["cue"]])
+        return p["reply"].replace(f"{p['cue']} {start}-{end}.", f"{p['cue']} {'-'.join(fields[other])}.")
+
+    for arm, write, batch in (("a", lambda p: p["reply"], {"batch_size": 64}), ("b", wrong, {})):
+        for seed in (0, 1):
+            run = tmp_path / f"out/{arm}_s{seed}"
+            run.mkdir()
+            rows = [{"id": p["id"], "written": write(p)} for p in probes]
+            (run / WRITTEN).write_text(json.dumps({"rows": rows}))
+            (run / "warmup_loss.json").write_text(json.dumps({"loss": [1.0] * 400, **batch}))
+    setup = f"export PATH={Path(sys.executable).parent}:$PATH PYTHONPATH={ROOT}; OUT=out SEEDS=(0 1)"
+    r = _bash(f'{setup}; copy_analysis a b fig "the title"', tmp_path)
+    assert r.returncode == 0, r.stderr
+    exact = json.loads((tmp_path / "out/contrast.json").read_text())["exact copy"]["per_run"]
+    assert exact == {"s0": 1.0, "s1": 1.0}  # a copies every cue's span, b none
+    assert json.loads((tmp_path / "out/analysis_b.json").read_text())["per_run"]["s1"]["exact copy"] == 0.0
+    assert (tmp_path / "out/parts_a.md").read_text().count("| s") >= 2
+    curves = (tmp_path / "out/curves.md").read_text()  # the control first, each run on its batch
+    assert curves.index("| b s0 | 16 |") < curves.index("| a s0 | 64 |") and "| b s1 | 16 |" in curves
+    for figure in ("fig.png", "fig_loss.png"):
+        assert (tmp_path / "docs/figures" / figure).read_bytes()[:4] == b"\x89PNG"

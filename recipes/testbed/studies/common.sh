@@ -59,3 +59,30 @@ measure_orders() {
 
 # names_of PREFIX: one labelled run a seed of $SEEDS for the analysis tools (--run s0=PREFIX_s0, one a line).
 names_of() { for SEED in "${SEEDS[@]}"; do printf -- '--run s%s=%s_s%s\n' "$SEED" "$1" "$SEED"; done; }
+
+# copy_measure MODEL PROBES: the model's greedy turns on copy-task probes (copy_task measure, MODEL/copy_probe.json),
+# once; logged to MODEL.log.
+copy_measure() {
+    [ -e "$1/copy_probe.json" ] || python -m recipes.testbed.copy_task measure --model "$1" --probes "$2" >> "$1.log" 2>&1
+}
+
+# copy_analysis ARM CONTROL FIGURE TITLE: the copy-task runs $OUT/ARM_sN and $OUT/CONTROL_sN (N over $SEEDS) on the
+# probes $OUT/probes.parquet: each arm's exact copies and cue leans (analyse) and where its spans' ends come from
+# (copy_parts); ARM - CONTROL paired by seed (contrast), drawn to docs/figures/FIGURE.png; both arms' loss curves on
+# an axis of turns seen (windows of 6,400 turns), drawn to docs/figures/FIGURE_loss.png under TITLE. Records in $OUT.
+copy_analysis() {
+    local arm curves=()
+    for arm in $1 $2; do
+        python -m recipes.testbed.copy_task analyse $(names_of $OUT/$arm) --probes $OUT/probes.parquet \
+            --json $OUT/analysis_$arm.json | tee $OUT/analysis_$arm.md
+        python -m recipes.testbed.copy_parts $(names_of $OUT/$arm) --probes $OUT/probes.parquet \
+            --json $OUT/parts_$arm.json | tee $OUT/parts_$arm.md
+    done
+    python -m recipes.testbed.copy_task contrast --a $OUT/analysis_$1.json --b $OUT/analysis_$2.json \
+        --json $OUT/contrast.json --figure docs/figures/$3.png --labels $1 $2 | tee $OUT/contrast.md
+    for arm in $2 $1; do
+        for SEED in "${SEEDS[@]}"; do curves+=(--run "$arm s$SEED=$OUT/${arm}_s$SEED"); done
+    done
+    python -m recipes.testbed.loss_curves "${curves[@]}" --window 6400 --below 0.1 --json $OUT/curves.json \
+        --figure docs/figures/$3_loss.png --title "$4" | tee $OUT/curves.md
+}

@@ -25,13 +25,11 @@ mkdir -p $OUT
 chain() {
     local control=$OUT/short_s$1 run=$OUT/long_s$1
     copy_model $SHORT/settings_s$1 $control
-    [ -e $control/copy_probe.json ] || python -m recipes.testbed.copy_task measure --model $control \
-        --probes $OUT/probes.parquet >> $control.log 2>&1
+    copy_measure $control $OUT/probes.parquet
     [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init \
         --data $TASK/rows_spaced.parquet --seed $1 --steps 3600 --batch-size 64 --lr-warmup 45 --cosine \
         --out $run >> $run.log 2>&1
-    [ -e $run/copy_probe.json ] || python -m recipes.testbed.copy_task measure --model $run \
-        --probes $OUT/probes.parquet >> $run.log 2>&1
+    copy_measure $run $OUT/probes.parquet
 }
 for SEED in "${SEEDS[@]}"; do
     chain $SEED &
@@ -41,18 +39,4 @@ wait_all
 
 # the analysis: each arm (exact copy, cue lean, end loss) and where each end of its spans comes from; the primary
 # (long - short, paired by seed) with its figure; both arms' loss curves on one axis of turns seen
-for ARM in long short; do
-    python -m recipes.testbed.copy_task analyse $(names_of $OUT/$ARM) --probes $OUT/probes.parquet \
-        --json $OUT/analysis_$ARM.json | tee $OUT/analysis_$ARM.md
-    python -m recipes.testbed.copy_parts $(names_of $OUT/$ARM) --probes $OUT/probes.parquet \
-        --json $OUT/parts_$ARM.json | tee $OUT/parts_$ARM.md
-done
-python -m recipes.testbed.copy_task contrast --a $OUT/analysis_long.json --b $OUT/analysis_short.json \
-    --json $OUT/contrast.json --figure docs/figures/testbed_copy_long.png --labels long short | tee $OUT/contrast.md
-CURVES=()
-for ARM in short long; do
-    for SEED in "${SEEDS[@]}"; do CURVES+=(--run "$ARM s$SEED=$OUT/${ARM}_s$SEED"); done
-done
-python -m recipes.testbed.loss_curves "${CURVES[@]}" --window 6400 --below 0.1 --json $OUT/curves.json \
-    --figure docs/figures/testbed_copy_long_loss.png --title "copy long: warm-up loss against turns seen" \
-    | tee $OUT/curves.md
+copy_analysis long short testbed_copy_long "copy long: warm-up loss against turns seen"

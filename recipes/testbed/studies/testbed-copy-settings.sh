@@ -25,13 +25,11 @@ mkdir -p $OUT
 chain() {
     local control=$OUT/control_s$1 run=$OUT/settings_s$1
     copy_model $TASK/spaced3600_s$1 $control
-    [ -e $control/copy_probe.json ] || python -m recipes.testbed.copy_task measure --model $control \
-        --probes $OUT/probes.parquet >> $control.log 2>&1
+    copy_measure $control $OUT/probes.parquet
     [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init \
         --data $TASK/rows_spaced.parquet --seed $1 --steps 900 --batch-size 64 --lr-warmup 45 --cosine \
         --out $run >> $run.log 2>&1
-    [ -e $run/copy_probe.json ] || python -m recipes.testbed.copy_task measure --model $run \
-        --probes $OUT/probes.parquet >> $run.log 2>&1
+    copy_measure $run $OUT/probes.parquet
 }
 for SEED in "${SEEDS[@]}"; do
     chain $SEED &
@@ -39,24 +37,7 @@ for SEED in "${SEEDS[@]}"; do
 done
 wait_all
 
-# the analysis: each arm (exact copy, cue lean, end loss); the primary (settings - control, paired by seed) with its
-# figure; where each end of the written spans comes from, in both arms
-for ARM in settings control; do
-    python -m recipes.testbed.copy_task analyse $(names_of $OUT/$ARM) --probes $OUT/probes.parquet \
-        --json $OUT/analysis_$ARM.json | tee $OUT/analysis_$ARM.md
-    python -m recipes.testbed.copy_parts $(names_of $OUT/$ARM) --probes $OUT/probes.parquet \
-        --json $OUT/parts_$ARM.json | tee $OUT/parts_$ARM.md
-done
-python -m recipes.testbed.copy_task contrast --a $OUT/analysis_settings.json --b $OUT/analysis_control.json \
-    --json $OUT/contrast.json --figure docs/figures/testbed_copy_settings.png --labels settings control \
-    | tee $OUT/contrast.md
-
-# exploratory, added after the result: both arms' loss curves on one axis of turns seen (windows of 6,400 turns: 100
-# steps of the arm, 400 of the control), and where each first fell below 0.1
-CURVES=()
-for ARM in control settings; do
-    for SEED in "${SEEDS[@]}"; do CURVES+=(--run "$ARM s$SEED=$OUT/${ARM}_s$SEED"); done
-done
-python -m recipes.testbed.loss_curves "${CURVES[@]}" --window 6400 --below 0.1 --json $OUT/curves.json \
-    --figure docs/figures/testbed_copy_settings_loss.png --title "copy settings: warm-up loss against turns seen" \
-    | tee $OUT/curves.md
+# the analysis: each arm (exact copy, cue lean, end loss) and where each end of its spans comes from; the primary
+# (settings - control, paired by seed) with its figure; and, exploratory, added after the result: both arms' loss
+# curves on one axis of turns seen, and where each first fell below 0.1
+copy_analysis settings control testbed_copy_settings "copy settings: warm-up loss against turns seen"
