@@ -61,10 +61,12 @@ def figure(curves: dict[str, dict[str, Any]], path: Path, title: str) -> None:
 
     arms = list(dict.fromkeys(name.split()[0] for name in curves))
     fig, ax = plt.subplots(figsize=(6, 3.6))
+    labelled: set[str] = set()  # each arm named once in the legend
     for name, c in curves.items():
-        arm = arms.index(name.split()[0])
-        label = arms[arm] if name == next(n for n in curves if n.split()[0] == arms[arm]) else None
-        ax.plot(c["turns"], c["loss"], "-", color=f"C{arm}", lw=1.2, label=label)
+        arm = name.split()[0]
+        label = None if arm in labelled else arm
+        labelled.add(arm)
+        ax.plot(c["turns"], c["loss"], "-", color=f"C{arms.index(arm)}", lw=1.2, label=label)
     ax.set(xlabel="turns seen", ylabel="training loss (window mean)", yscale="log", title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()

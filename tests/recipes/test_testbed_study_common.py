@@ -161,6 +161,34 @@ def test_copy_measure_measures_a_model_once(tmp_path: Path) -> None:
     assert len((tmp_path / "calls.txt").read_text().splitlines()) == 1
 
 
+def test_copy_pair_copies_the_control_trains_the_arm_and_measures_each_once(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python"  # a stand-in python: records each call; a train call saves a model in its --out
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> calls.txt\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && '
+                    'mkdir -p "$2" && touch "$2/model.safetensors"; shift; done\n')  # fmt: skip
+    fake.chmod(0o755)
+    src = tmp_path / "task/spaced_s3"
+    src.mkdir(parents=True)
+    for name in MODEL_FILES:
+        (src / name).write_text(name)
+    setup = f"export PATH={bin_dir}:$PATH; OUT=out TASK=task BASE=base; mkdir -p out"
+    pair = "copy_pair 3 task/spaced_s3 out/control_s3 out/arm_s3 --steps 900 --cosine"
+    r = _bash(f"{setup}; {pair}", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "calls.txt").read_text().splitlines() == [
+        "-m recipes.testbed.copy_task measure --model out/control_s3 --probes out/probes.parquet",
+        "-m recipes.testbed.span_copy train --init base/init --data task/rows_spaced.parquet --seed 3 --steps 900 "
+        "--cosine --out out/arm_s3",
+        "-m recipes.testbed.copy_task measure --model out/arm_s3 --probes out/probes.parquet",
+    ]
+    assert (tmp_path / "out/control_s3/warmup_loss.json").read_text() == "warmup_loss.json"
+    for folder in ("control_s3", "arm_s3"):
+        (tmp_path / "out" / folder / "copy_probe.json").write_text("{}")
+    assert _bash(f"{setup}; {pair}", tmp_path).returncode == 0  # all done: nothing runs again
+    assert len((tmp_path / "calls.txt").read_text().splitlines()) == 3
+
+
 def test_copy_analysis_pairs_two_arms_and_draws_both_figures(tmp_path: Path) -> None:
     import json
     import sys

@@ -66,6 +66,20 @@ copy_measure() {
     [ -e "$1/copy_probe.json" ] || python -m recipes.testbed.copy_task measure --model "$1" --probes "$2" >> "$1.log" 2>&1
 }
 
+# copy_pair SEED SRC CONTROL RUN ARGS...: a copy-task pair of runs for one seed, on $OUT/probes.parquet: the control's
+# saved model copied from the folder SRC to CONTROL (copy_model) and measured; the warm-up of seed SEED from
+# $BASE/init on the spaced rows $TASK/rows_spaced.parquet with span_copy train's ARGS (steps and settings) into RUN,
+# logged to RUN.log, and measured. Each part is skipped once done; a warm-up stopped part-way goes on from its state.
+copy_pair() {
+    local seed=$1 src=$2 control=$3 run=$4
+    shift 4
+    copy_model $src $control
+    copy_measure $control $OUT/probes.parquet
+    [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init \
+        --data $TASK/rows_spaced.parquet --seed $seed "$@" --out $run >> $run.log 2>&1
+    copy_measure $run $OUT/probes.parquet
+}
+
 # copy_analysis ARM CONTROL FIGURE TITLE: the copy-task runs $OUT/ARM_sN and $OUT/CONTROL_sN (N over $SEEDS) on the
 # probes $OUT/probes.parquet: each arm's exact copies and cue leans (analyse) and where its spans' ends come from
 # (copy_parts); ARM - CONTROL paired by seed (contrast), drawn to docs/figures/FIGURE.png; both arms' loss curves on

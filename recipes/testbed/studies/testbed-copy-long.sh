@@ -23,13 +23,7 @@ mkdir -p $OUT
 
 # chain SEED: the control's model copied here and measured; the arm's warm-up of seed SEED, measured
 chain() {
-    local control=$OUT/short_s$1 run=$OUT/long_s$1
-    copy_model $SHORT/settings_s$1 $control
-    copy_measure $control $OUT/probes.parquet
-    [ -e $run/model.safetensors ] || python -m recipes.testbed.span_copy train --init $BASE/init \
-        --data $TASK/rows_spaced.parquet --seed $1 --steps 3600 --batch-size 64 --lr-warmup 45 --cosine \
-        --out $run >> $run.log 2>&1
-    copy_measure $run $OUT/probes.parquet
+    copy_pair $1 $SHORT/settings_s$1 $OUT/short_s$1 $OUT/long_s$1 --steps 3600 --batch-size 64 --lr-warmup 45 --cosine
 }
 for SEED in "${SEEDS[@]}"; do
     chain $SEED &
